@@ -1,0 +1,22 @@
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/weights.smk"
+include: "rules/engines.smk"
+include: "rules/cells.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

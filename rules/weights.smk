@@ -1,0 +1,14 @@
+rule weights:
+    output:
+        manifest=f"{RESULTS}/weights/{{weights}}.json",
+    log:
+        "logs/weights/{weights}.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        spec=weights_spec,
+        failed_attempts=weights_failures,
+        failures_dir=FAILURES,
+    script:
+        "../workflow_scripts/entry/weights.py"

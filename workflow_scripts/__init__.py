@@ -1,0 +1,1 @@
+"""LLM serving benchmark pipeline: all logic behind the Snakemake rules."""

@@ -1,0 +1,17 @@
+import json
+import sys
+import traceback
+
+from workflow_scripts.engines.provision import provision_to
+from workflow_scripts.failures import write_failed_stamp
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+with open(sm.log[0], "w") as log:
+    sys.stderr = log
+    try:
+        provision_to(sm.wildcards.engine, json.loads(sm.params.spec), sm.output.stamp, sm.log[0])
+    except Exception as exc:
+        traceback.print_exc()
+        write_failed_stamp(
+            sm.output.stamp, sm.params.failures_dir, f"engine-{sm.wildcards.engine}", exc
+        )

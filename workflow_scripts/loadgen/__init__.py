@@ -1,0 +1,1 @@
+"""Streaming load generator for OpenAI-compatible servers: library and `python -m` CLI."""

