@@ -3,7 +3,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The embedded default matrix, unless --configfile gives another one: merging the two
+# would mix the default's engines and models into a user's matrix.
+if not config:
+
+    configfile: "config.yaml"
 
 
 report: "report/workflow.rst"

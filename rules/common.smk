@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.failures import failure_count
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
+from workflow_scripts.weights import weights_dependencies
 
 try:
     CONFIG = validate_config(config)
@@ -28,6 +29,8 @@ for _cell in CELLS.values():
     WEIGHTS[_cell.weights_key] = _cell.weights
     if _cell.drafter_weights:
         WEIGHTS[_cell.drafter_weights_key] = _cell.drafter_weights
+for _spec in list(WEIGHTS.values()):
+    WEIGHTS.update(weights_dependencies(_spec))
 
 
 wildcard_constraints:
@@ -48,6 +51,12 @@ def final_outputs():
 
 def weights_spec(wildcards):
     return canonical_json(WEIGHTS[wildcards.weights])
+
+
+def weights_inputs(wildcards):
+    """Manifests of the weights this entry is built from (a synthetic model's tokenizer)."""
+    deps = weights_dependencies(WEIGHTS[wildcards.weights])
+    return [f"{RESULTS}/weights/{key}.json" for key in deps]
 
 
 def weights_failures(wildcards):

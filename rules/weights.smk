@@ -1,4 +1,6 @@
 rule weights:
+    input:
+        weights_inputs,
     output:
         manifest=f"{RESULTS}/weights/{{weights}}.json",
     log:

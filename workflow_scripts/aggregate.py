@@ -1,10 +1,16 @@
-"""Per-cell metrics.json -> summary tables (every cell, failed and blocked too) and the
-speculative-decoding gain table. Pure functions of the records, then thin writers."""
+"""Per-cell metrics.json -> summary tables (every cell, failed and blocked too), the seeds' index
+view, the speculative-decoding gain table and published reference figures beside the measured
+ones. Pure functions of the records, then thin writers; `python -m workflow_scripts.aggregate
+--configfile X --reference-only --out DIR` lists a config's published figures without running
+anything."""
 
 from __future__ import annotations
 
+import argparse
 import json
-from collections.abc import Sequence
+import math
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +26,7 @@ SUMMARY_COLUMNS = [
     "drafter",
     "workload",
     "concurrency",
+    "num_prompts",
     "status",
     "completed",
     "errors",
@@ -39,18 +46,70 @@ SUMMARY_COLUMNS = [
     "synthetic",
     "reason",
 ]
+# Published figures sit in their own `ref_*` columns, named after the measured column they match.
+REFERENCE_KEYS = [
+    "decode_tok_s",
+    "prefill_tok_s",
+    "ttft_median_ms",
+    "tpot_median_ms",
+    "peak_mem_gib",
+    "completed",
+    "note",
+]
+REF_PREFIX = "ref_"
+NOT_RUN = "not run"
+INDEX_COLUMNS = [
+    "Configuration",
+    "Engine (+speculative)",
+    "Quant",
+    "Ctx",
+    "Conc",
+    "Decode tok/s",
+    "Status",
+    "Completed",
+]
+INDEX_REFERENCE_COLUMN = "Decode tok/s (published)"
+# Engine settings that set the server's context, by the names the adapters use.
+CONTEXT_SETTING_KEYS = ("ctx_size", "max_model_len", "context_length")
 
 
-def _median(metrics: dict[str, Any], key: str) -> float | None:
+def _median(metrics: Mapping[str, Any], key: str) -> float | None:
     value = metrics.get(key)
     return value.get("median") if isinstance(value, dict) else None
 
 
-def summary_row(metrics: dict[str, Any]) -> dict[str, Any]:
+def first_line(text: str | None, limit: int = 300) -> str:
+    return text.strip().splitlines()[0][:limit] if text and text.strip() else ""
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def identity_from_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """A metrics-shaped stub for a cell with no measurement (reference-only, or not run yet)."""
+    workload = cell.get("workload_spec") or {}
+    return {
+        "cell": cell["id"],
+        "model": cell["model"],
+        "engine": cell["engine"],
+        "quant": cell["quant"],
+        "drafter": cell["drafter"],
+        "workload": cell["workload"],
+        "concurrency": workload.get("concurrency"),
+        "num_prompts": workload.get("num_prompts"),
+        "status": "blocked" if cell.get("blocked") else NOT_RUN,
+        "reason": cell.get("blocked") or "",
+        "synthetic": (cell.get("weights") or {}).get("source") == "synthetic",
+    }
+
+
+def summary_row(
+    metrics: Mapping[str, Any], reference: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     mem = metrics.get("mem") or {}
     spec = metrics.get("spec") or {}
-    reason = metrics.get("reason") or ""
-    return {
+    row = {
         "cell": metrics["cell"],
         "model": metrics.get("model"),
         "engine": metrics.get("engine"),
@@ -58,6 +117,7 @@ def summary_row(metrics: dict[str, Any]) -> dict[str, Any]:
         "drafter": metrics.get("drafter"),
         "workload": metrics.get("workload"),
         "concurrency": metrics.get("concurrency"),
+        "num_prompts": metrics.get("num_prompts"),
         "status": metrics.get("status"),
         "completed": metrics.get("completed"),
         "errors": metrics.get("errors"),
@@ -75,21 +135,183 @@ def summary_row(metrics: dict[str, Any]) -> dict[str, Any]:
         "hit_time_cap": metrics.get("hit_time_cap"),
         "duration_s": metrics.get("duration_s"),
         "synthetic": bool(metrics.get("synthetic")),
-        "reason": reason.splitlines()[0][:300] if reason else "",
+        "reason": first_line(metrics.get("reason")),
     }
+    for key, value in (reference or {}).items():
+        row[REF_PREFIX + key] = value
+    return row
 
 
-def summary_table(all_metrics: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame([summary_row(m) for m in all_metrics], columns=SUMMARY_COLUMNS)
+def reference_columns(references: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fixed `ref_*` columns, then any other published key a config attached, sorted."""
+    extra = sorted({k for ref in references for k in ref} - set(REFERENCE_KEYS))
+    return [REF_PREFIX + k for k in [*REFERENCE_KEYS, *extra]]
+
+
+def _cells_by_id(cells: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+    return {cell["id"]: cell for cell in cells or []}
+
+
+def merge_with_cells(
+    all_metrics: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]] | None
+) -> list[Mapping[str, Any]]:
+    """Metrics of the config's cells in config order; a cell with none gets an identity stub."""
+    by_cell = {m["cell"]: m for m in all_metrics}
+    if not cells:
+        return list(all_metrics)
+    ordered = [by_cell.get(cell["id"]) or identity_from_cell(cell) for cell in cells]
+    known = {cell["id"] for cell in cells}
+    return ordered + [m for m in all_metrics if m["cell"] not in known]
+
+
+def summary_table(
+    all_metrics: Sequence[Mapping[str, Any]],
+    cells: Sequence[Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references."""
+    by_id = _cells_by_id(cells)
+    rows = []
+    for metrics in merge_with_cells(all_metrics, cells):
+        reference = (by_id.get(metrics["cell"]) or {}).get("reference") or {}
+        rows.append(summary_row(metrics, reference))
+    references = [(c.get("reference") or {}) for c in by_id.values()]
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + reference_columns(references))
+
+
+def context_tokens(cell: Mapping[str, Any]) -> int | None:
+    """The server's context length from the engine settings, else the model's window."""
+    settings = (cell.get("engine_spec") or {}).get("settings") or {}
+    for key in CONTEXT_SETTING_KEYS:
+        if settings.get(key):
+            return int(settings[key])
+    window = (cell.get("model_info") or {}).get("context_window")
+    return int(window) if window else None
+
+
+def engine_label(cell: Mapping[str, Any]) -> str:
+    """`engine + drafter (kind, n_max N)`: the seeds' "Engine (+speculative)"."""
+    engine = cell["engine"]
+    drafter = cell.get("drafter_spec")
+    if not drafter or cell.get("drafter") in (None, "none"):
+        return engine
+    detail = drafter.get("kind", "")
+    if drafter.get("model"):
+        detail += f", draft model {drafter['model']}"
+    if drafter.get("n_max"):
+        detail += f", n_max {drafter['n_max']}"
+    return f"{engine} + {cell['drafter']} ({detail})"
+
+
+def status_text(status: str | None, reason: str | None) -> str:
+    reason = first_line(reason, 160)
+    return f"{status}: {reason}" if reason and status != "done" else str(status)
+
+
+def completed_text(row: Mapping[str, Any]) -> str:
+    completed, total = row.get("completed"), row.get("num_prompts")
+    if _is_missing(completed):
+        return ""
+    text = f"{int(completed)}/{int(total)}" if not _is_missing(total) else f"{int(completed)}"
+    if not _is_missing(row.get("errors")) and row["errors"]:
+        text += f", {int(row['errors'])} errors"
+    if not _is_missing(row.get("incomplete")) and row["incomplete"]:
+        text += f", {int(row['incomplete'])} incomplete"
+    if row.get("hit_time_cap") is True:
+        text += ", hit the time cap"
+    return text
+
+
+def _number(value: Any, digits: int = 2) -> str:
+    if _is_missing(value):
+        return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def index_table(
+    summary: pd.DataFrame,
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    card_links: str | None = None,
+) -> pd.DataFrame:
+    """The seeds' index view. `card_links` is the path prefix from the table to the cells'
+    directories (e.g. `../cells`): the Configuration column then links each card."""
+    by_id = _cells_by_id(cells)
+    with_reference = REF_PREFIX + "decode_tok_s" in summary and summary[
+        REF_PREFIX + "decode_tok_s"
+    ].map(lambda v: not _is_missing(v)).any()
+    rows = []
+    for row in summary.to_dict("records"):
+        cell = by_id.get(row["cell"]) or {"engine": row["engine"], "drafter": row["drafter"]}
+        name = row["cell"]
+        entry = {
+            "Configuration": f"[{name}]({card_links}/{name}/card.md)" if card_links else name,
+            "Engine (+speculative)": engine_label({**cell, "engine": row["engine"]}),
+            "Quant": row["quant"],
+            "Ctx": context_tokens(cell) or "",
+            "Conc": row["concurrency"],
+            "Decode tok/s": _number(row["decode_tok_s"]) if row["status"] == "done" else "",
+            "Status": status_text(row["status"], row.get("reason")),
+            "Completed": completed_text(row),
+        }
+        if with_reference:
+            entry[INDEX_REFERENCE_COLUMN] = _number(row.get(REF_PREFIX + "decode_tok_s"))
+        rows.append(entry)
+    columns = INDEX_COLUMNS + ([INDEX_REFERENCE_COLUMN] if with_reference else [])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The published figures of a config's cells, one row per cell that has any (or is
+    blocked), in their own table: what a reference-only summary lists."""
+    references = [c.get("reference") or {} for c in cells]
+    keys = [c[len(REF_PREFIX) :] for c in reference_columns(references)]
+    rows = []
+    for cell, reference in zip(cells, references, strict=True):
+        if not reference and not cell.get("blocked"):
+            continue
+        rows.append(
+            {
+                "cell": cell["id"],
+                "engine (+speculative)": engine_label(cell),
+                "quant": cell["quant"],
+                "concurrency": (cell.get("workload_spec") or {}).get("concurrency"),
+                "status": "blocked: " + first_line(cell["blocked"]) if cell.get("blocked") else "",
+                **{key: reference.get(key) for key in keys},
+            }
+        )
+    columns = ["cell", "engine (+speculative)", "quant", "concurrency", "status", *keys]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _gain_pct(new: float | None, base: float | None) -> float | None:
-    if new is None or base in (None, 0) or pd.isna(new) or pd.isna(base):
+    if _is_missing(new) or _is_missing(base) or base == 0:
         return None
     return 100.0 * (new - base) / base
 
 
-def spec_gain_table(all_metrics: Sequence[dict[str, Any]]) -> pd.DataFrame:
+SPEC_GAIN_COLUMNS = [
+    "drafter_cell",
+    "base_cell",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+    "base_decode_tok_s",
+    "drafter_decode_tok_s",
+    "decode_gain_pct",
+    "base_ttft_median_ms",
+    "drafter_ttft_median_ms",
+    "base_tpot_median_ms",
+    "drafter_tpot_median_ms",
+    "acceptance_rate",
+    "acceptance_length",
+    "flags",
+]
+
+
+def spec_gain_table(all_metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Each drafter cell beside its base (same model, engine, quant, workload, drafter none)."""
     by_key = {
         (m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")): m
@@ -134,66 +356,143 @@ def spec_gain_table(all_metrics: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 "flags": "; ".join(flags),
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "drafter_cell",
-            "base_cell",
-            "model",
-            "engine",
-            "quant",
-            "drafter",
-            "workload",
-            "base_decode_tok_s",
-            "drafter_decode_tok_s",
-            "decode_gain_pct",
-            "base_ttft_median_ms",
-            "drafter_ttft_median_ms",
-            "base_tpot_median_ms",
-            "drafter_tpot_median_ms",
-            "acceptance_rate",
-            "acceptance_length",
-            "flags",
-        ],
-    )
+    return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
 
 
-def _weights_files(metrics: dict[str, Any]) -> list[str]:
+def _weights_files(metrics: Mapping[str, Any]) -> list[str]:
     return [f.get("sha256") for f in (metrics.get("weights") or {}).get("files", [])]
 
 
-def to_markdown(frame: pd.DataFrame, title: str) -> str:
-    shown = frame.copy()
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    shown = frame.copy().astype(object)
     for column in shown.columns:
-        if shown[column].dtype.kind == "f":
-            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    body = shown.to_markdown(index=False) if len(shown) else "_no rows_"
-    return f"# {title}\n\n{body}\n"
+        shown[column] = shown[column].map(lambda v: "" if _is_missing(v) else _number(v))
+    return shown
 
 
-def write_table(frame: pd.DataFrame, csv_path: str | Path, md_path: str | Path, title: str) -> None:
+def to_markdown(frame: pd.DataFrame, title: str, intro: str = "") -> str:
+    body = _display(frame).to_markdown(index=False) if len(frame) else "_no rows_"
+    intro = f"{intro}\n\n" if intro else ""
+    return f"# {title}\n\n{intro}{body}\n"
+
+
+def write_table(
+    frame: pd.DataFrame, csv_path: str | Path, md_path: str | Path, title: str, intro: str = ""
+) -> None:
     write_text(csv_path, frame.to_csv(index=False))
-    write_text(md_path, to_markdown(frame, title))
+    write_text(md_path, to_markdown(frame, title, intro))
 
 
 def load_metrics(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     return [json.loads(Path(p).read_text()) for p in paths]
 
 
-def aggregate_from_snakemake(sm) -> None:
-    from .plots import plot_decode_throughput
+SUMMARY_INTRO = (
+    "Measured figures of every cell; `ref_*` columns hold published figures attached to a cell "
+    "in the config (reference values, never measured here)."
+)
+INDEX_INTRO = (
+    "One line per cell; Configuration links the cell's result card. Decode tok/s counts "
+    "completion tokens of all concurrent requests per second of the measured run."
+)
 
-    all_metrics = load_metrics(sm.input.metrics)
+
+def write_tables(
+    all_metrics: Sequence[Mapping[str, Any]],
+    cells: Sequence[Mapping[str, Any]],
+    out: Mapping[str, str | Path],
+) -> pd.DataFrame:
+    """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`."""
+    summary = summary_table(all_metrics, cells)
     write_table(
-        summary_table(all_metrics),
-        sm.output.summary_csv,
-        sm.output.summary_md,
-        "Summary: one row per cell",
+        summary, out["summary_csv"], out["summary_md"], "Summary: one row per cell", SUMMARY_INTRO
+    )
+    write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
+    write_text(
+        out["index_md"],
+        to_markdown(index_table(summary, cells, card_links="../cells"), "Index", INDEX_INTRO),
     )
     write_table(
-        spec_gain_table(all_metrics),
-        sm.output.spec_gain_csv,
-        sm.output.spec_gain_md,
+        spec_gain_table(merge_with_cells(all_metrics, cells)),
+        out["spec_gain_csv"],
+        out["spec_gain_md"],
         "Speculative decoding: each drafter cell beside its base",
     )
-    plot_decode_throughput(summary_table(all_metrics), sm.output.decode_plot)
+    return summary
+
+
+def aggregate_from_snakemake(sm) -> None:
+    from .report_html import write_table_html
+
+    cells = json.loads(sm.params.cells)
+    all_metrics = load_metrics(sm.input.metrics)
+    summary = write_tables(all_metrics, cells, sm.output)
+    write_table_html(
+        sm.output.summary_html,
+        "Index: one line per cell",
+        index_table(summary, cells),
+        notes=[INDEX_INTRO],
+    )
+    write_table_html(
+        sm.output.spec_gain_html,
+        "Speculative decoding: each drafter cell beside its base",
+        spec_gain_table(merge_with_cells(all_metrics, cells)),
+    )
+
+
+def reference_only(configfile: str | Path, out_dir: str | Path) -> pd.DataFrame:
+    """Tables of a config's cells and their published figures; nothing is run or read from
+    results. Writes summary, index and reference tables (csv + md) into `out_dir`."""
+    from .matrix import load_cells
+
+    cells = [cell.to_dict() for cell in load_cells(configfile)]
+    out = Path(out_dir)
+    write_tables(
+        [],
+        cells,
+        {
+            **{f"{n}_{ext}": out / f"{n}.{ext}" for n in ("summary", "index") for ext in ("csv", "md")},
+            "spec_gain_csv": out / "spec_gain.csv",
+            "spec_gain_md": out / "spec_gain.md",
+        },
+    )
+    table = reference_table(cells)
+    write_table(
+        table,
+        out / "reference.csv",
+        out / "reference.md",
+        f"Published reference figures: {Path(configfile).name}",
+        "Figures published for these cells (attached as `reference:` in the config); "
+        "nothing was measured here.",
+    )
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m workflow_scripts.aggregate", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--configfile", required=True, help="a matrix config (YAML)")
+    parser.add_argument(
+        "--reference-only",
+        action="store_true",
+        help="list the cells and their published figures without any measured results",
+    )
+    parser.add_argument("--out", required=True, help="directory for the tables")
+    args = parser.parse_args(argv)
+    if not args.reference_only:
+        parser.error("only --reference-only is available here; `snakemake` builds the rest")
+    from .matrix import ConfigError
+
+    try:
+        table = reference_only(args.configfile, args.out)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(to_markdown(table, "Published reference figures"))
+    print(f"tables written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

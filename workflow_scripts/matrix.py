@@ -140,6 +140,9 @@ def _check_references(config: dict[str, Any]) -> None:
             quants = config["models"][drafter["model"]]["quants"]
             quant = drafter.setdefault("quant", next(iter(quants)))
             _check_known("quant", quant, quants, f"drafters.{name}.quant")
+    for name, model in config["models"].items():
+        for quant_name, quant in model["quants"].items():
+            _resolve_tokenizer_from(config, quant["weights"], f"models.{name}.quants.{quant_name}")
     for section in ("models", "engines", "drafters", "workloads"):
         for name in config[section]:
             if not _ID_PART.match(name) or "__" in name:
@@ -147,6 +150,23 @@ def _check_references(config: dict[str, Any]) -> None:
                     f"config key '{section}.{name}': names may hold letters, digits, '.', '_' "
                     "and '-', must not contain '__', and start with a letter or digit"
                 )
+
+
+def _resolve_tokenizer_from(config: dict[str, Any], weights: dict[str, Any], where: str) -> None:
+    """A synthetic model takes its tokenizer from another model's weights: copy that spec in, so
+    a change to it reruns the build, and the DAG can fetch it first."""
+    ref = weights.get("tokenizer_from") if weights["source"] == "synthetic" else None
+    if not ref or "model" not in ref:
+        return
+    where = f"{where}.weights.tokenizer_from"
+    _check_known("model", ref["model"], config["models"], f"{where}.model")
+    quants = config["models"][ref["model"]]["quants"]
+    ref.setdefault("quant", next(iter(quants)))
+    _check_known("quant", ref["quant"], quants, f"{where}.quant")
+    source = quants[ref["quant"]]["weights"]
+    if source["source"] == "synthetic":
+        raise ConfigError(f"config key '{where}': must name real weights, not a synthetic model")
+    ref["weights"] = _copy(source)
 
 
 def _expand(entry: dict[str, Any], index: int, config: dict[str, Any]) -> list[dict[str, Any]]:

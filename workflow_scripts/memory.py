@@ -38,19 +38,36 @@ def read_mem_available_kib(path: str = "/proc/meminfo") -> int:
     raise RuntimeError(f"{path} has no MemAvailable line")
 
 
-def process_tree_rss_kib(pid: int) -> int | None:
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return None
-    total = 0
-    for proc in procs:
+class ProcessTreeRss:
+    """RSS of a process and its descendants. Listing descendants scans all of /proc, so the
+    tree is re-listed at most every `refresh_s`; each RSS read is one small /proc file."""
+
+    def __init__(self, pid: int, refresh_s: float = 1.0) -> None:
+        self.pid = pid
+        self.refresh_s = refresh_s
+        self._procs: list[psutil.Process] = []
+        self._listed_at = -float("inf")
+
+    def _relist(self) -> None:
         try:
-            total += proc.memory_info().rss
+            root = psutil.Process(self.pid)
+            self._procs = [root, *root.children(recursive=True)]
         except psutil.Error:
-            continue
-    return total // 1024
+            self._procs = []
+        self._listed_at = time.monotonic()
+
+    def rss_kib(self) -> int | None:
+        if time.monotonic() - self._listed_at >= self.refresh_s:
+            self._relist()
+        if not self._procs:
+            return None
+        total = 0
+        for proc in self._procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        return total // 1024
 
 
 class GpuMemory:
@@ -113,7 +130,7 @@ class MemorySampler:
         self.gpu = gpu if gpu is not None else GpuMemory()
         self.samples: list[MemorySample] = []
         self.phase = "baseline"
-        self.server_pid: int | None = None
+        self._tree: ProcessTreeRss | None = None
         self.tripped: MemorySample | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
@@ -124,7 +141,7 @@ class MemorySampler:
             t=time.monotonic() - self._t0,
             phase=self.phase,
             mem_available_kib=read_mem_available_kib(),
-            server_rss_kib=process_tree_rss_kib(self.server_pid) if self.server_pid else None,
+            server_rss_kib=self._tree.rss_kib() if self._tree else None,
             gpu_used_mib=self.gpu.used_mib(),
         )
         self.samples.append(sample)
@@ -137,6 +154,14 @@ class MemorySampler:
             if self.on_floor:
                 self.on_floor(sample)
         return sample
+
+    @property
+    def server_pid(self) -> int | None:
+        return self._tree.pid if self._tree else None
+
+    @server_pid.setter
+    def server_pid(self, pid: int | None) -> None:
+        self._tree = ProcessTreeRss(pid) if pid else None
 
     def _loop(self) -> None:
         next_at = time.monotonic()

@@ -265,6 +265,8 @@ def _write_outputs(out: Path, result: dict[str, Any], records: list) -> None:
             handle.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
     if not (out / "server.log").exists():
         write_text(out / "server.log", "(the server was never started)\n")
+    if not (out / "memory.csv").exists():
+        write_memory_csv(str(out / "memory.csv"), [])
     write_json(out / "metrics.json", result)
 
 
@@ -279,7 +281,7 @@ def write_blocked(cell: Cell, out: Path) -> dict[str, Any]:
     }
     write_text(out / "server.log", f"(blocked: {cell.blocked})\n")
     write_text(out / "requests.jsonl", "")
-    write_text(out / "memory.csv", "t,phase,mem_available_kib,server_rss_kib,gpu_used_mib\n")
+    write_memory_csv(str(out / "memory.csv"), [])
     write_json(out / "metrics.json", result)
     return result
 

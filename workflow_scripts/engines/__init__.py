@@ -25,6 +25,6 @@ def known_kinds() -> list[str]:
     return sorted(_REGISTRY)
 
 
-from . import llamacpp  # noqa: E402,F401  (registers the adapters)
+from . import llamacpp, sglang, vllm  # noqa: E402,F401  (registers the adapters)
 
 __all__ = ["EngineAdapter", "LaunchPaths", "SpecCounters", "adapter_for", "known_kinds", "register"]

@@ -1,19 +1,28 @@
-"""What every engine adapter answers: argv for a cell, readiness, metrics, version."""
+"""What every engine adapter answers: argv for a cell, readiness, metrics, version, and (for
+engines that split their context into slots) how much context one request gets."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import requests
 
 
 @dataclass(frozen=True)
 class LaunchPaths:
-    """Where a cell's files are, as the server sees them (host paths, or mounts in a container)."""
+    """Where a cell's weights are, as the server sees them (host paths, or mounts in a
+    container), and where it listens. Hub ids ride along for engines that fetch by id."""
 
     weights: str
     drafter_weights: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
+    weights_repo: str | None = None
+    weights_revision: str | None = None  # a resolved commit, never a branch name
+    drafter_repo: str | None = None
+    drafter_revision: str | None = None
 
 
 @dataclass
@@ -27,14 +36,54 @@ class SpecCounters:
     accept_length: float | None = None  # engines that only report a mean (SGLang)
 
 
+def flag_args(settings: dict[str, Any], order: tuple[str, ...] = ()) -> list[str]:
+    """Settings -> `--key-with-dashes value` flags: keys in `order` first (so a command reads
+    like the engine's docs), the rest sorted. True -> `--flag`, False -> `--no-flag`,
+    None -> nothing, mappings and lists -> compact JSON."""
+    keys = [k for k in order if k in settings] + sorted(k for k in settings if k not in order)
+    args: list[str] = []
+    for key in keys:
+        value = settings[key]
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if value is True:
+            args.append(flag)
+        elif value is False:
+            args.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, dict | list):
+            args += [flag, json.dumps(value, separators=(",", ":"))]
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def get_json(url: str, timeout_s: float = 10.0) -> Any:
+    """GET a JSON document; None when the server does not answer it."""
+    try:
+        resp = requests.get(url, timeout=timeout_s)
+        return resp.json() if resp.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
 class EngineAdapter:
     """Base class; one subclass per engine kind, registered by `kind`."""
 
     kind: ClassVar[str] = ""
     drafter_kinds: ClassVar[frozenset[str]] = frozenset()
+    # Drafter kinds that cannot run without draft weights (`drafters.<name>.model`).
+    drafter_kinds_needing_model: ClassVar[frozenset[str]] = frozenset()
     launch_modes: ClassVar[frozenset[str]] = frozenset({"native", "docker"})
     health_path: ClassVar[str] = "/health"
     metrics_path: ClassVar[str | None] = "/metrics"
+    version_path: ClassVar[str | None] = None
+    default_port: ClassVar[int] = 8080
+    # Engines that load a hub id themselves get the id (and the HF cache mounted in docker);
+    # the others get a file path.
+    prefers_hub_id: ClassVar[bool] = False
+    # `docker run` options the engine needs (shared memory for NCCL / torch workers).
+    docker_args: ClassVar[tuple[str, ...]] = ()
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
         from ..matrix import ConfigError
@@ -49,8 +98,15 @@ class EngineAdapter:
             raise ConfigError(f"config key '{where}.binary': native launch needs a binary")
         if spec["launch"] == "docker" and not spec.get("docker"):
             raise ConfigError(f"config key '{where}.docker': docker launch needs docker.image")
+        port = spec.get("settings", {}).get("port")
+        if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+            raise ConfigError(f"config key '{where}.settings.port': expected a TCP port number")
 
-    def check_drafter(self, name: str, spec: dict[str, Any], where: str) -> None:
+    def check_drafter(
+        self, name: str, spec: dict[str, Any], where: str, runnable: bool = True
+    ) -> None:
+        """Reject drafter kinds this engine lacks; a runnable cell's model drafter needs
+        weights (a blocked cell is listed, never run, so it may lack them)."""
         from ..matrix import ConfigError
 
         if spec["kind"] not in self.drafter_kinds:
@@ -58,10 +114,27 @@ class EngineAdapter:
                 f"config key '{where}': drafter '{name}' has kind '{spec['kind']}', which "
                 f"{self.kind} does not support (supported: {', '.join(sorted(self.drafter_kinds))})"
             )
+        if runnable and spec["kind"] in self.drafter_kinds_needing_model and "model" not in spec:
+            raise ConfigError(
+                f"config key '{where}': drafter '{name}' ({spec['kind']}) "
+                "needs a draft model (drafters.<name>.model)"
+            )
+
+    def settings(self, cell) -> dict[str, Any]:
+        """The engine's settings for this cell (config settings over adapter defaults)."""
+        return dict(cell.engine_spec.get("settings", {}))
+
+    def container_port(self, cell) -> int:
+        """The port the server listens on (inside a container, or the preferred host port)."""
+        return int(self.settings(cell).get("port") or self.default_port)
 
     def server_args(self, cell, paths: LaunchPaths) -> list[str]:
         """Engine arguments after the program (binary, `python -m ...` or docker image)."""
         raise NotImplementedError
+
+    def docker_program(self, image: str) -> list[str]:
+        """What goes between the image and the engine arguments (empty: the entrypoint)."""
+        return []
 
     def served_model(self, cell, paths: LaunchPaths) -> str | None:
         """The `model` name requests must carry; None when the server ignores it."""
@@ -69,3 +142,35 @@ class EngineAdapter:
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
         return SpecCounters()
+
+    def parse_version(self, document: Any) -> str | None:
+        """The engine version from the JSON at `version_path`."""
+        return None
+
+    def server_version(self, base_url: str) -> str | None:
+        if not self.version_path:
+            return None
+        document = get_json(base_url + self.version_path)
+        return self.parse_version(document) if document is not None else None
+
+    # Context per request. Engines that split `-c` across slots (llama.cpp) override these;
+    # the others give every sequence the full context and report None.
+    def per_slot_context(self, cell) -> int | None:
+        """Per-request context implied by the config, before the server runs."""
+        return None
+
+    def served_per_slot_context(self, base_url: str) -> int | None:
+        """Per-request context the running server reports."""
+        return None
+
+    def count_prompt_tokens(self, base_url: str, text: str, endpoint: str) -> int:
+        """Tokens the server will see for one prompt, template included."""
+        raise NotImplementedError(f"{self.kind} cannot count prompt tokens")
+
+    def sized_settings(self, cell, per_slot_tokens: int) -> dict[str, Any]:
+        """Settings that give every slot `per_slot_tokens` of context."""
+        raise NotImplementedError(f"{self.kind} cannot size its context")
+
+    def tokenizer_only_settings(self, cell) -> dict[str, Any]:
+        """Settings for a short-lived server that only tokenizes (context sizing)."""
+        raise NotImplementedError(f"{self.kind} has no tokenizer-only server")

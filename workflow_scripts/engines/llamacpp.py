@@ -1,11 +1,14 @@
-"""llama.cpp `llama-server`: flags, drafters (`--spec-type`), `/metrics` counters."""
+"""llama.cpp `llama-server`: flags, drafters (`--spec-type`), `/metrics` counters, and the
+per-slot context (`-c` is split across `--parallel` slots)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import requests
+
 from . import register
-from .base import EngineAdapter, LaunchPaths, SpecCounters
+from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json
 
 NGRAM_KINDS = frozenset(
     {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}
@@ -21,56 +24,72 @@ N_MAX_FLAGS = {
     **{kind: "--spec-draft-n-max" for kind in MODEL_DRAFTER_KINDS},
 }
 
-# Config settings -> llama-server flags. Anything else goes through `extra_args`.
-SETTING_FLAGS = {
-    "ctx_size": "-c",
-    "parallel": "--parallel",
-    "threads": "-t",
-    "n_gpu_layers": "-ngl",
-    "batch_size": "-b",
-    "ubatch_size": "-ub",
-    "flash_attn": "-fa",
-}
+# Config settings -> llama-server flags, in the order llama.cpp's docs (and the published
+# GB10 command) write them: capacity before the drafter, kernels after it.
+CAPACITY_FLAGS = (("n_gpu_layers", "-ngl"), ("ctx_size", "-c"), ("parallel", "--parallel"))
+KERNEL_FLAGS = (
+    ("flash_attn", "-fa"),
+    ("threads", "-t"),
+    ("batch_size", "-b"),
+    ("ubatch_size", "-ub"),
+)
+# Settings with their own rendering; everything else passes through as `--key value`.
+SPECIAL_SETTINGS = frozenset({"cont_batching", "metrics", "port"})
+CONTEXT_PAD_TOKENS = 256
+
+
+def _on_off(value: Any) -> str:
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value)
 
 
 @register
 class LlamaCppAdapter(EngineAdapter):
     kind = "llamacpp"
     drafter_kinds = NGRAM_KINDS | MODEL_DRAFTER_KINDS
+    drafter_kinds_needing_model = MODEL_DRAFTER_KINDS
     launch_modes = frozenset({"build", "native", "docker"})
-
-    def check_drafter(self, name: str, spec: dict[str, Any], where: str) -> None:
-        super().check_drafter(name, spec, where)
-        from ..matrix import ConfigError
-
-        if spec["kind"] in MODEL_DRAFTER_KINDS and "model" not in spec:
-            raise ConfigError(
-                f"config key '{where}': drafter '{name}' ({spec['kind']}) "
-                "needs a draft model (drafters.<name>.model)"
-            )
+    version_path = "/props"
+    default_port = 8080
 
     def settings(self, cell) -> dict[str, Any]:
-        """Engine settings with llama.cpp's defaults: one slot per concurrent request."""
-        merged = {"parallel": cell.concurrency, "cont_batching": True, "metrics": True}
+        """Engine settings with llama.cpp's defaults: one slot per concurrent request, and
+        `/metrics` on (the spec-decode counters live there)."""
+        merged: dict[str, Any] = {
+            "parallel": cell.concurrency,
+            "cont_batching": True,
+            "metrics": True,
+        }
         merged.update(cell.engine_spec.get("settings", {}))
         return merged
 
     def per_slot_context(self, cell) -> int | None:
         settings = self.settings(cell)
-        if "ctx_size" not in settings:
+        if settings.get("ctx_size") is None:
             return None
         return int(settings["ctx_size"]) // max(1, int(settings["parallel"]))
 
     def server_args(self, cell, paths: LaunchPaths) -> list[str]:
         settings = self.settings(cell)
         args = ["-m", paths.weights]
-        for key, flag in SETTING_FLAGS.items():
-            if key in settings and settings[key] is not None:
+        handled = set(SPECIAL_SETTINGS)
+        for key, flag in CAPACITY_FLAGS:
+            handled.add(key)
+            if settings.get(key) is not None:
                 args += [flag, str(settings[key])]
-        if settings.get("cont_batching"):
-            args.append("-cb")
+        if settings.get("cont_batching") is not None:
+            args.append("-cb" if settings["cont_batching"] else "-nocb")
         if cell.drafter_spec:
             args += self._drafter_args(cell.drafter_spec, paths)
+        for key, flag in KERNEL_FLAGS:
+            handled.add(key)
+            if settings.get(key) is not None:
+                value = _on_off(settings[key]) if key == "flash_attn" else str(settings[key])
+                args += [flag, value]
+        args += flag_args({k: v for k, v in settings.items() if k not in handled})
         if settings.get("metrics"):
             args.append("--metrics")
         args += ["--host", paths.host, "--port", str(paths.port)]
@@ -85,9 +104,18 @@ class LlamaCppAdapter(EngineAdapter):
         args += ["--spec-type", spec["kind"]]
         if "n_max" in spec and spec["kind"] in N_MAX_FLAGS:
             args += [N_MAX_FLAGS[spec["kind"]], str(spec["n_max"])]
-        for key, value in spec.get("settings", {}).items():
-            args += [f"--{key.replace('_', '-')}", str(value)]
+        args += flag_args(spec.get("settings", {}))
         return args
+
+    def docker_program(self, image: str) -> list[str]:
+        """The `full*` images run a dispatcher script (`tools.sh`) that needs `--server`;
+        the `server*` images have llama-server as their entrypoint."""
+        name = image.rsplit("/", 1)[-1]
+        tag = name.split(":", 1)[1] if ":" in name else ""
+        return ["--server"] if tag.startswith("full") else []
+
+    def parse_version(self, document: Any) -> str | None:
+        return document.get("build_info") if isinstance(document, dict) else None
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
         from ..promtext import counters
@@ -100,3 +128,51 @@ class LlamaCppAdapter(EngineAdapter):
             accepted_tokens=values.get("spec_decode_num_accepted_tokens_total", {}).get(()),
             accepted_per_pos=[per_pos[k] for k in sorted(per_pos, key=lambda k: int(k[0][1]))],
         )
+
+    # -- context per slot -------------------------------------------------------------------
+    def served_per_slot_context(self, base_url: str) -> int | None:
+        """`/props` reports the slot context after llama.cpp's own capping (training context,
+        `--kv-unified-per-slot`), so it beats arithmetic on the flags."""
+        props = get_json(base_url + "/props")
+        try:
+            return int(props["default_generation_settings"]["n_ctx"])
+        except (TypeError, KeyError, ValueError):
+            return None
+
+    def count_prompt_tokens(self, base_url: str, text: str, endpoint: str) -> int:
+        """As the server counts a request: the chat template applied (`/apply-template`), then
+        tokenized with special tokens added and parsed, as llama-server does for completions."""
+        content = text
+        if endpoint == "chat":
+            resp = requests.post(
+                base_url + "/apply-template",
+                json={"messages": [{"role": "user", "content": text}]},
+                timeout=60,
+            )
+            resp.raise_for_status()
+            content = resp.json()["prompt"]
+        resp = requests.post(
+            base_url + "/tokenize",
+            json={"content": content, "add_special": True, "parse_special": True},
+            timeout=60,
+        )
+        resp.raise_for_status()
+        return len(resp.json()["tokens"])
+
+    def sized_settings(self, cell, per_slot_tokens: int) -> dict[str, Any]:
+        per_slot = -(-per_slot_tokens // CONTEXT_PAD_TOKENS) * CONTEXT_PAD_TOKENS
+        parallel = max(1, int(self.settings(cell)["parallel"]))
+        return {"ctx_size": per_slot * parallel}
+
+    def tokenizer_only_settings(self, cell) -> dict[str, Any]:
+        """One small slot, nothing on the GPU, no warmup or repacking: the model file is
+        mapped, not read, so even a 12B GGUF answers `/tokenize` within seconds."""
+        return {
+            "ctx_size": CONTEXT_PAD_TOKENS * 2,
+            "parallel": 1,
+            "n_gpu_layers": 0,
+            "flash_attn": None,
+            "metrics": False,
+            "no_warmup": True,
+            "no_repack": True,
+        }

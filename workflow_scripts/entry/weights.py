@@ -1,4 +1,5 @@
 import json
+import os
 import sys
 import traceback
 
@@ -6,6 +7,8 @@ from workflow_scripts.failures import write_failed_stamp
 from workflow_scripts.weights import fetch_weights
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
+# Progress bars would fill the log with carriage returns; the hub module logs a line per fetch.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 with open(sm.log[0], "w") as log:
     sys.stderr = log
     try:

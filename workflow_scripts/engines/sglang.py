@@ -1,0 +1,109 @@
+"""SGLang (`python3 -m sglang.launch_server`): `--model-path` as a hub id (or a path), drafters
+as `--speculative-algorithm` and its step/top-k/draft-token flags, acceptance from
+`/get_server_info` (a running mean over the server's life, so one server per cell)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import register
+from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args
+from .vllm import pinned
+
+# drafter kind -> `--speculative-algorithm`
+ALGORITHMS = {
+    "nextn": "NEXTN",
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "standalone": "STANDALONE",
+    "ngram": "NGRAM",
+}
+NEEDS_MODEL = frozenset({"eagle", "eagle3", "standalone"})
+SETTING_ORDER = (
+    "context_length",
+    "mem_fraction_static",
+    "max_running_requests",
+    "tp_size",
+    "quantization",
+    "served_model_name",
+)
+
+
+@register
+class SglangAdapter(EngineAdapter):
+    kind = "sglang"
+    drafter_kinds = frozenset(ALGORITHMS)
+    drafter_kinds_needing_model = NEEDS_MODEL
+    metrics_path = "/get_server_info"  # where acceptance is; `/metrics` needs --enable-metrics
+    version_path = "/get_server_info"
+    default_port = 30000
+    prefers_hub_id = True
+    docker_args = ("--shm-size", "32g")
+
+    def model_ref(self, paths: LaunchPaths) -> str:
+        return paths.weights_repo or paths.weights
+
+    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
+        settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
+        args = ["--model-path", self.model_ref(paths)]
+        revision = pinned(paths.weights_revision) if paths.weights_repo else None
+        if revision:
+            args += ["--revision", revision]
+        args += ["--host", paths.host, "--port", str(paths.port)]
+        args += flag_args(settings, SETTING_ORDER)
+        if cell.drafter_spec:
+            args += self._drafter_args(cell.drafter_spec, paths)
+        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        return args
+
+    @staticmethod
+    def _drafter_args(spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
+        """`n_max` is the draft depth: `--speculative-num-steps` for tree drafters (with a
+        chain, top-k 1, of n_max + 1 tokens to verify), the draft-token count for NGRAM.
+        Drafter settings become `--speculative-<key>` flags and win over these defaults."""
+        algorithm = ALGORITHMS[spec["kind"]]
+        flags: dict[str, Any] = {}
+        if paths.drafter_weights or paths.drafter_repo:
+            flags["speculative_draft_model_path"] = paths.drafter_repo or paths.drafter_weights
+            revision = pinned(paths.drafter_revision) if paths.drafter_repo else None
+            if revision:
+                flags["speculative_draft_model_revision"] = revision
+        if "n_max" in spec:
+            n_max = int(spec["n_max"])
+            if algorithm == "NGRAM":
+                flags["speculative_num_draft_tokens"] = n_max
+            else:
+                flags["speculative_num_steps"] = n_max
+                flags["speculative_eagle_topk"] = 1
+                flags["speculative_num_draft_tokens"] = n_max + 1
+        for key, value in spec.get("settings", {}).items():
+            name = key if key.startswith("speculative_") else f"speculative_{key}"
+            flags[name] = value
+        order = (
+            "speculative_draft_model_path",
+            "speculative_draft_model_revision",
+            "speculative_num_steps",
+            "speculative_eagle_topk",
+            "speculative_num_draft_tokens",
+        )
+        return ["--speculative-algorithm", algorithm, *flag_args(flags, order)]
+
+    def docker_program(self, image: str) -> list[str]:
+        """SGLang images have no server entrypoint: the command names the module."""
+        return ["python3", "-m", "sglang.launch_server"]
+
+    def served_model(self, cell, paths: LaunchPaths) -> str | None:
+        return self.settings(cell).get("served_model_name") or self.model_ref(paths)
+
+    def parse_version(self, document: Any) -> str | None:
+        return document.get("version") if isinstance(document, dict) else None
+
+    def parse_spec_metrics(self, text: str) -> SpecCounters:
+        """`/get_server_info` -> `internal_states[0].avg_spec_accept_length`."""
+        try:
+            states = json.loads(text).get("internal_states") or [{}]
+        except (ValueError, AttributeError):
+            return SpecCounters()
+        value = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
+        return SpecCounters(accept_length=float(value) if value is not None else None)

@@ -1,0 +1,112 @@
+"""vLLM (`vllm serve`): the model as a hub id (or a path), settings as flags, drafters as one
+`--speculative-config` JSON, spec-decode counters from `/metrics`."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from . import register
+from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args
+
+# drafter kind -> vLLM `speculative_config.method`
+METHODS = {
+    "mtp": "mtp",
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "ngram": "ngram",
+    "draft_model": "draft_model",
+    "suffix": "suffix",
+    "medusa": "medusa",
+}
+NEEDS_MODEL = frozenset({"eagle", "eagle3", "draft_model", "medusa"})
+# The order vLLM's docs (and the published GB10 command) write the common flags in.
+SETTING_ORDER = (
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "tensor_parallel_size",
+    "quantization",
+    "kv_cache_dtype",
+    "served_model_name",
+)
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def pinned(revision: str | None) -> str | None:
+    """Only a commit pins weights; a branch or tag name is left to the engine's default."""
+    return revision if revision and COMMIT.match(revision) else None
+
+
+@register
+class VllmAdapter(EngineAdapter):
+    kind = "vllm"
+    drafter_kinds = frozenset(METHODS)
+    drafter_kinds_needing_model = NEEDS_MODEL
+    version_path = "/version"
+    default_port = 8000
+    prefers_hub_id = True
+    docker_args = ("--ipc=host",)
+
+    def model_ref(self, paths: LaunchPaths) -> str:
+        return paths.weights_repo or paths.weights
+
+    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
+        settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
+        args = [self.model_ref(paths)]
+        revision = pinned(paths.weights_revision) if paths.weights_repo else None
+        if revision:
+            args += ["--revision", revision]
+        args += ["--host", paths.host, "--port", str(paths.port)]
+        args += flag_args(settings, SETTING_ORDER)
+        if cell.drafter_spec:
+            config = self.speculative_config(cell.drafter_spec, paths)
+            args += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        return args
+
+    def speculative_config(self, spec: dict[str, Any], paths: LaunchPaths) -> dict[str, Any]:
+        """Key order as vLLM's docs write it: method, model, num_speculative_tokens, extras."""
+        config: dict[str, Any] = {"method": METHODS[spec["kind"]]}
+        if paths.drafter_weights or paths.drafter_repo:
+            config["model"] = paths.drafter_repo or paths.drafter_weights
+            revision = pinned(paths.drafter_revision) if paths.drafter_repo else None
+            if revision:
+                config["revision"] = revision
+        if "n_max" in spec:
+            config["num_speculative_tokens"] = int(spec["n_max"])
+        for key in sorted(spec.get("settings", {})):
+            config[key] = spec["settings"][key]
+        return config
+
+    def served_model(self, cell, paths: LaunchPaths) -> str | None:
+        name = self.settings(cell).get("served_model_name")
+        if isinstance(name, list):
+            name = name[0] if name else None
+        return name or self.model_ref(paths)
+
+    def parse_version(self, document: Any) -> str | None:
+        return document.get("version") if isinstance(document, dict) else None
+
+    def parse_spec_metrics(self, text: str) -> SpecCounters:
+        """vLLM labels every sample (model_name, engine index): sum over them, keep position."""
+        from ..promtext import counters
+
+        values = counters(text, prefix="vllm:")
+
+        def total(name: str) -> float | None:
+            samples = values.get(name)
+            return sum(samples.values()) if samples else None
+
+        per_pos: dict[int, float] = {}
+        for labels, value in values.get("spec_decode_num_accepted_tokens_per_pos_total", {}).items():
+            position = dict(labels).get("position")
+            if position is not None:
+                per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
+        return SpecCounters(
+            drafts=total("spec_decode_num_drafts_total"),
+            draft_tokens=total("spec_decode_num_draft_tokens_total"),
+            accepted_tokens=total("spec_decode_num_accepted_tokens_total"),
+            accepted_per_pos=[per_pos[i] for i in sorted(per_pos)],
+        )
