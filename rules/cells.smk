@@ -10,6 +10,14 @@ rule cell:
         "logs/cells/{cell}.log",
     conda:
         "../envs/bench.yaml"
+    resources:
+        gpu=cell_gpu,
+        mem_mb=cell_mem_mb,
+        runtime=cell_runtime,
+        cpus_per_task=cell_cpus_per_task,
+        slurm_partition=cell_slurm_partition,
+        slurm_account=cell_slurm_account,
+        slurm_extra=cell_slurm_extra,
     params:
         cell=cell_settings,
         failed_attempts=cell_failures,

@@ -9,13 +9,19 @@ sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError
 
+from workflow_scripts.aggregate import optional_summary_figures
 from workflow_scripts.atomic import canonical_json
+from workflow_scripts.cards import report_labels
 from workflow_scripts.failures import failure_count
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
+from workflow_scripts.resources import resources_by_cell, without_resources
 from workflow_scripts.weights import weights_dependencies
 
 try:
-    CONFIG = validate_config(config)
+    _VALIDATED = validate_config(config)
+    # Resources say where a cell runs, not what it measures: kept out of every param.
+    CELL_RESOURCES = resources_by_cell(_VALIDATED)
+    CONFIG = without_resources(_VALIDATED)
     CELLS = {cell.id: cell for cell in build_cells(CONFIG)}
 except ConfigError as error:
     raise WorkflowError(str(error))
@@ -46,6 +52,8 @@ def final_outputs():
         f"{RESULTS}/summary/spec_gain.csv",
         f"{RESULTS}/summary/spec_gain.md",
         f"{RESULTS}/summary/decode_tok_s.png",
+        *report_inputs(),
+        f"{RESULTS}/report.html",
     ]
 
 
@@ -85,12 +93,99 @@ def cell_inputs(wildcards):
 
 
 def cell_settings(wildcards):
-    return canonical_json(CELLS[wildcards.cell].to_dict())
+    """Published reference figures feed only cards and tables: editing one never reruns a cell."""
+    return canonical_json({**CELLS[wildcards.cell].to_dict(), "reference": {}})
 
 
 def cell_failures(wildcards):
     return failure_count(FAILURES, wildcards.cell)
 
 
+# The cell rule's resources (workflow_scripts.resources): what the Slurm executor requests, and
+# what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
+
+
+def cell_gpu(wildcards):
+    return CELL_RESOURCES[wildcards.cell]["gpu"]
+
+
+def cell_mem_mb(wildcards):
+    return CELL_RESOURCES[wildcards.cell]["mem_mb"]
+
+
+def cell_runtime(wildcards):
+    return CELL_RESOURCES[wildcards.cell]["runtime"]
+
+
+def cell_cpus_per_task(wildcards):
+    return CELL_RESOURCES[wildcards.cell]["cpus_per_task"]
+
+
+def cell_slurm_partition(wildcards):
+    return CELL_RESOURCES[wildcards.cell].get("slurm_partition")
+
+
+def cell_slurm_account(wildcards):
+    return CELL_RESOURCES[wildcards.cell].get("slurm_account")
+
+
+def cell_slurm_extra(wildcards):
+    return CELL_RESOURCES[wildcards.cell].get("slurm_extra")
+
+
 def all_cell_metrics():
     return [f"{RESULTS}/cells/{cell_id}/metrics.json" for cell_id in CELLS]
+
+
+# Cards, summary tables and figures, the report (rules/report.smk). They take the config's view
+# of the cells as params, so a card or table follows a config edit without rerunning a cell.
+
+
+def cell_dicts():
+    return [cell.to_dict() for cell in CELLS.values()]
+
+
+def all_cell_requests():
+    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in CELLS]
+
+
+def summary_figures():
+    """Every summary figure this matrix gets: concurrency and reference plots only when the
+    matrix sweeps concurrency or has published figures."""
+    names = ["decode_tok_s", "latency", "peak_memory", "spec_gain"]
+    names += optional_summary_figures(cell_dicts())
+    return [f"{RESULTS}/summary/{name}.png" for name in names]
+
+
+def report_inputs():
+    """What the HTML report shows: the cards, tables, figures and its front page."""
+    return [
+        *[f"{RESULTS}/cells/{cell_id}/card.md" for cell_id in CELLS],
+        f"{RESULTS}/summary/index.md",
+        *summary_figures(),
+        f"{RESULTS}/summary/overview.html",
+    ]
+
+
+def all_cells_settings(wildcards):
+    return canonical_json(cell_dicts())
+
+
+def card_settings(wildcards):
+    return canonical_json(CELLS[wildcards.cell].to_dict())
+
+
+def cell_report_subcategory(wildcards):
+    return CELLS[wildcards.cell].model
+
+
+def card_report_labels(wildcards):
+    return report_labels(CELLS[wildcards.cell].to_dict(), "result card")
+
+
+def latency_report_labels(wildcards):
+    return report_labels(CELLS[wildcards.cell].to_dict(), "TTFT and TPOT")
+
+
+def memory_report_labels(wildcards):
+    return report_labels(CELLS[wildcards.cell].to_dict(), "memory over time")

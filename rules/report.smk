@@ -1,20 +1,191 @@
+# What people read: a card per cell, the summary tables, the figures and the HTML report.
+# A card has its own rule, so redoing a card never reruns a benchmark.
+
+
+rule card:
+    input:
+        metrics=f"{RESULTS}/cells/{{cell}}/metrics.json",
+        requests=f"{RESULTS}/cells/{{cell}}/requests.jsonl",
+        memory=f"{RESULTS}/cells/{{cell}}/memory.csv",
+    output:
+        card_md=f"{RESULTS}/cells/{{cell}}/card.md",
+        card_html=report(
+            f"{RESULTS}/cells/{{cell}}/card.html",
+            caption="../report/card.rst",
+            category="Cells",
+            subcategory=cell_report_subcategory,
+            labels=card_report_labels,
+        ),
+        latency_plot=report(
+            f"{RESULTS}/cells/{{cell}}/latency.png",
+            caption="../report/cell_latency.rst",
+            category="Cells",
+            subcategory=cell_report_subcategory,
+            labels=latency_report_labels,
+        ),
+        latency_svg=f"{RESULTS}/cells/{{cell}}/latency.svg",
+        memory_plot=report(
+            f"{RESULTS}/cells/{{cell}}/memory.png",
+            caption="../report/cell_memory.rst",
+            category="Memory",
+            subcategory=cell_report_subcategory,
+            labels=memory_report_labels,
+        ),
+        memory_svg=f"{RESULTS}/cells/{{cell}}/memory.svg",
+    log:
+        "logs/cards/{cell}.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        cell=card_settings,
+    script:
+        "../workflow_scripts/entry/card.py"
+
+
 rule aggregate:
     input:
         metrics=all_cell_metrics(),
     output:
         summary_csv=f"{RESULTS}/summary/summary.csv",
         summary_md=f"{RESULTS}/summary/summary.md",
+        index_csv=f"{RESULTS}/summary/index.csv",
+        index_md=f"{RESULTS}/summary/index.md",
         spec_gain_csv=f"{RESULTS}/summary/spec_gain.csv",
         spec_gain_md=f"{RESULTS}/summary/spec_gain.md",
-        decode_plot=report(
-            f"{RESULTS}/summary/decode_tok_s.png",
-            caption="../report/decode_tok_s.rst",
+        summary_html=report(
+            f"{RESULTS}/summary/summary.html",
+            caption="../report/summary.rst",
             category="Summary",
+        ),
+        spec_gain_html=report(
+            f"{RESULTS}/summary/spec_gain.html",
+            caption="../report/spec_gain_table.rst",
+            category="Speculative decoding",
         ),
     log:
         "logs/aggregate.log",
     localrule: True
     conda:
         "../envs/bench.yaml"
+    params:
+        cells=all_cells_settings,
     script:
         "../workflow_scripts/entry/aggregate.py"
+
+
+rule summary_plots:
+    input:
+        metrics=all_cell_metrics(),
+        requests=all_cell_requests(),
+    output:
+        decode_plot=report(
+            f"{RESULTS}/summary/decode_tok_s.png",
+            caption="../report/decode_tok_s.rst",
+            category="Summary",
+        ),
+        decode_svg=f"{RESULTS}/summary/decode_tok_s.svg",
+        latency_plot=report(
+            f"{RESULTS}/summary/latency.png",
+            caption="../report/latency.rst",
+            category="Summary",
+        ),
+        latency_svg=f"{RESULTS}/summary/latency.svg",
+        memory_plot=report(
+            f"{RESULTS}/summary/peak_memory.png",
+            caption="../report/peak_memory.rst",
+            category="Memory",
+        ),
+        memory_svg=f"{RESULTS}/summary/peak_memory.svg",
+        spec_gain_plot=report(
+            f"{RESULTS}/summary/spec_gain.png",
+            caption="../report/spec_gain.rst",
+            category="Speculative decoding",
+        ),
+        spec_gain_svg=f"{RESULTS}/summary/spec_gain.svg",
+    log:
+        "logs/summary_plots.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        cells=all_cells_settings,
+    script:
+        "../workflow_scripts/entry/summary_figures.py"
+
+
+# Asked for by summary_figures() only when the matrix sweeps concurrency.
+rule concurrency_figure:
+    input:
+        metrics=all_cell_metrics(),
+    output:
+        concurrency_plot=report(
+            f"{RESULTS}/summary/throughput_vs_concurrency.png",
+            caption="../report/throughput_vs_concurrency.rst",
+            category="Summary",
+        ),
+        concurrency_svg=f"{RESULTS}/summary/throughput_vs_concurrency.svg",
+    log:
+        "logs/concurrency_figure.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        cells=all_cells_settings,
+    script:
+        "../workflow_scripts/entry/summary_figures.py"
+
+
+# Asked for by summary_figures() only when some cell carries published reference figures.
+rule reference_figure:
+    input:
+        metrics=all_cell_metrics(),
+    output:
+        reference_plot=report(
+            f"{RESULTS}/summary/measured_vs_reference.png",
+            caption="../report/measured_vs_reference.rst",
+            category="Summary",
+        ),
+        reference_svg=f"{RESULTS}/summary/measured_vs_reference.svg",
+    log:
+        "logs/reference_figure.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        cells=all_cells_settings,
+    script:
+        "../workflow_scripts/entry/summary_figures.py"
+
+
+rule overview:
+    input:
+        index=f"{RESULTS}/summary/index.csv",
+        figures=summary_figures(),
+    output:
+        overview=f"{RESULTS}/summary/overview.html",
+    log:
+        "logs/overview.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    script:
+        "../workflow_scripts/entry/overview.py"
+
+
+# Snakemake's self-contained HTML report, built by the run itself as its last job.
+rule html_report:
+    input:
+        report_inputs(),
+        stylesheet=workflow.source_path("../report/report.css"),
+    output:
+        html=f"{RESULTS}/report.html",
+    log:
+        "logs/report.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        snakefile=workflow.main_snakefile,
+    script:
+        "../workflow_scripts/entry/report.py"

@@ -237,9 +237,10 @@ def index_table(
     """The seeds' index view. `card_links` is the path prefix from the table to the cells'
     directories (e.g. `../cells`): the Configuration column then links each card."""
     by_id = _cells_by_id(cells)
-    with_reference = REF_PREFIX + "decode_tok_s" in summary and summary[
-        REF_PREFIX + "decode_tok_s"
-    ].map(lambda v: not _is_missing(v)).any()
+    with_reference = (
+        REF_PREFIX + "decode_tok_s" in summary
+        and summary[REF_PREFIX + "decode_tok_s"].map(lambda v: not _is_missing(v)).any()
+    )
     rows = []
     for row in summary.to_dict("records"):
         cell = by_id.get(row["cell"]) or {"engine": row["engine"], "drafter": row["drafter"]}
@@ -265,7 +266,9 @@ def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """The published figures of a config's cells, one row per cell that has any (or is
     blocked), in their own table: what a reference-only summary lists."""
     references = [c.get("reference") or {} for c in cells]
+    used = {key for reference in references for key in reference}
     keys = [c[len(REF_PREFIX) :] for c in reference_columns(references)]
+    keys = [key for key in keys if key in used]
     rows = []
     for cell, reference in zip(cells, references, strict=True):
         if not reference and not cell.get("blocked"):
@@ -282,6 +285,26 @@ def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         )
     columns = ["cell", "engine (+speculative)", "quant", "concurrency", "status", *keys]
     return pd.DataFrame(rows, columns=columns)
+
+
+def matrix_sweeps_concurrency(cells: Sequence[Mapping[str, Any]]) -> bool:
+    """True when one model/engine/quant/drafter runs at two or more concurrencies."""
+    seen: dict[tuple, set] = {}
+    for cell in cells:
+        key = (cell["model"], cell["engine"], cell["quant"], cell["drafter"])
+        seen.setdefault(key, set()).add((cell.get("workload_spec") or {}).get("concurrency"))
+    return any(len(values) >= 2 for values in seen.values())
+
+
+def optional_summary_figures(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Summary figures a matrix gets only when they can say something: throughput vs
+    concurrency for a concurrency sweep, measured vs published when references exist."""
+    names = []
+    if matrix_sweeps_concurrency(cells):
+        names.append("throughput_vs_concurrency")
+    if any(cell.get("reference") for cell in cells):
+        names.append("measured_vs_reference")
+    return names
 
 
 def _gain_pct(new: float | None, base: float | None) -> float | None:
@@ -325,14 +348,16 @@ def spec_gain_table(all_metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         base = by_key.get((m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")))
         spec = m.get("spec") or {}
         flags = []
+        finished = base is not None and base.get("status") == m.get("status") == "done"
         if base is None:
             flags.append("no base cell")
-        elif _weights_files(base) != _weights_files(m):
-            flags.append("base and drafter cells used different weight files")
-        if base is not None and base.get("prompt_indices") != m.get("prompt_indices"):
-            flags.append("different prompt sets")
-        if base is not None and (base.get("status") != "done" or m.get("status") != "done"):
+        elif not finished:
             flags.append("a cell of the pair did not finish")
+        else:
+            if _weights_files(base) != _weights_files(m):
+                flags.append("base and drafter cells used different weight files")
+            if base.get("prompt_indices") != m.get("prompt_indices"):
+                flags.append("different prompt sets")
         rows.append(
             {
                 "drafter_cell": m["cell"],
@@ -371,7 +396,12 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_markdown(frame: pd.DataFrame, title: str, intro: str = "") -> str:
-    body = _display(frame).to_markdown(index=False) if len(frame) else "_no rows_"
+    # disable_numparse: tabulate would otherwise turn "120.00" back into 120
+    body = (
+        _display(frame).to_markdown(index=False, disable_numparse=True)
+        if len(frame)
+        else "_no rows_"
+    )
     intro = f"{intro}\n\n" if intro else ""
     return f"# {title}\n\n{intro}{body}\n"
 
@@ -401,8 +431,10 @@ def write_tables(
     all_metrics: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]],
     out: Mapping[str, str | Path],
+    card_links: str | None = "../cells",
 ) -> pd.DataFrame:
-    """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`."""
+    """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
+    index.md links each cell's card through `card_links` (None: no cards to link)."""
     summary = summary_table(all_metrics, cells)
     write_table(
         summary, out["summary_csv"], out["summary_md"], "Summary: one row per cell", SUMMARY_INTRO
@@ -410,7 +442,7 @@ def write_tables(
     write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
     write_text(
         out["index_md"],
-        to_markdown(index_table(summary, cells, card_links="../cells"), "Index", INDEX_INTRO),
+        to_markdown(index_table(summary, cells, card_links=card_links), "Index", INDEX_INTRO),
     )
     write_table(
         spec_gain_table(merge_with_cells(all_metrics, cells)),
@@ -440,6 +472,61 @@ def aggregate_from_snakemake(sm) -> None:
     )
 
 
+FIGURE_TITLES = {
+    "decode_tok_s": "Decode tok/s per cell",
+    "latency": "TTFT and TPOT per cell",
+    "peak_memory": "Peak memory per cell",
+    "spec_gain": "Speculative decoding: base vs drafter",
+    "throughput_vs_concurrency": "Decode tok/s vs concurrency",
+    "measured_vs_reference": "Measured vs published reference",
+}
+
+
+def _figure_builders():
+    from . import plots
+
+    return {
+        "decode_plot": lambda d: plots.decode_throughput_figure(d["summary"]),
+        "latency_plot": lambda d: plots.latency_boxes_figure(d["latency_samples"]()),
+        "memory_plot": lambda d: plots.peak_memory_figure(d["summary"]),
+        "spec_gain_plot": lambda d: plots.spec_gain_figure(d["spec_gain"]),
+        "concurrency_plot": lambda d: plots.throughput_vs_concurrency_figure(d["summary"]),
+        "reference_plot": lambda d: plots.measured_vs_reference_figure(d["summary"]),
+    }
+
+
+def figures_from_snakemake(sm) -> None:
+    """Draw every summary figure the rule names among its outputs (PNG + SVG)."""
+    from .plots import save_figure
+    from .plots_cell import latency_samples_ms, read_requests
+
+    cells = json.loads(sm.params.cells)
+    all_metrics = merge_with_cells(load_metrics(sm.input.metrics), cells)
+    data = {
+        "summary": summary_table(all_metrics, cells),
+        "spec_gain": spec_gain_table(all_metrics),
+        "latency_samples": lambda: {
+            Path(path).parent.name: latency_samples_ms(read_requests(path))
+            for path in sm.input.requests
+        },
+    }
+    for key, build in _figure_builders().items():
+        path = sm.output.get(key)  # the rule's named outputs say which figures it draws
+        if path is not None:
+            save_figure(build(data), path)
+
+
+def overview_from_snakemake(sm) -> None:
+    """The report's front page: the index table and every summary figure, embedded."""
+    from .report_html import overview_fragment
+
+    index = pd.read_csv(sm.input.index, dtype=str, keep_default_na=False)
+    figures = [
+        (FIGURE_TITLES.get(Path(path).stem, Path(path).stem), path) for path in sm.input.figures
+    ]
+    write_text(sm.output.overview, overview_fragment(index, figures, [INDEX_INTRO]))
+
+
 def reference_only(configfile: str | Path, out_dir: str | Path) -> pd.DataFrame:
     """Tables of a config's cells and their published figures; nothing is run or read from
     results. Writes summary, index and reference tables (csv + md) into `out_dir`."""
@@ -451,10 +538,15 @@ def reference_only(configfile: str | Path, out_dir: str | Path) -> pd.DataFrame:
         [],
         cells,
         {
-            **{f"{n}_{ext}": out / f"{n}.{ext}" for n in ("summary", "index") for ext in ("csv", "md")},
+            **{
+                f"{n}_{ext}": out / f"{n}.{ext}"
+                for n in ("summary", "index")
+                for ext in ("csv", "md")
+            },
             "spec_gain_csv": out / "spec_gain.csv",
             "spec_gain_md": out / "spec_gain.md",
         },
+        card_links=None,
     )
     table = reference_table(cells)
     write_table(

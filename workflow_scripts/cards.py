@@ -62,10 +62,7 @@ def fmt(value: Any, unit: str = "", digits: int = 2) -> str:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        text = f"{value:.{digits}f}"
-    else:
-        text = str(value)
+    text = f"{value:.{digits}f}" if isinstance(value, float) else str(value)
     return f"{text} {unit}".strip()
 
 
@@ -73,9 +70,7 @@ def _dist(metrics: Mapping[str, Any], key: str) -> str:
     value = metrics.get(key)
     if not isinstance(value, dict) or value.get("median") is None:
         return "—"
-    return (
-        f"{value['median']:.1f} ms ({_or_dash(value.get('p90'))} / {_or_dash(value.get('p99'))})"
-    )
+    return f"{value['median']:.1f} ms ({_or_dash(value.get('p90'))} / {_or_dash(value.get('p99'))})"
 
 
 def _or_dash(value: float | None) -> str:
@@ -161,9 +156,10 @@ def context_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
     parts = [f"{window} tokens (model)" if window else "model window not given"]
     if server:
         parts.append(f"server context {server} tokens")
-    per_slot = metrics.get("per_slot_context")
+    guard = metrics.get("context_guard") or {}
+    per_slot = metrics.get("per_slot_context") or guard.get("per_slot_context")
     if per_slot:
-        parts.append(f"{per_slot} per slot")
+        parts.append(f"{per_slot} tokens per slot")
     return "; ".join(parts)
 
 
@@ -195,9 +191,7 @@ def memory_how(mem: Mapping[str, Any]) -> str:
         + f", sampled every {mem.get('interval_s', '?')} s from before launch to after teardown "
         f"(model load included); {GIB}"
     )
-    phases = [
-        (name, mem.get(f"{name}_peak_delta_gib")) for name in ("load", "warmup", "bench")
-    ]
+    phases = [(name, mem.get(f"{name}_peak_delta_gib")) for name in ("load", "warmup", "bench")]
     shown = ", ".join(f"{name} {value:.2f}" for name, value in phases if value is not None)
     return text + (f". Peak by phase (GiB): {shown}" if shown else "")
 
@@ -226,57 +220,94 @@ def measured_rows(
     rows = [
         ("Prefill tok/s", fmt(metrics.get("prefill_tok_s")), ref("prefill_tok_s"), HOW["prefill"]),
         ("Decode tok/s", fmt(metrics.get("decode_tok_s")), ref("decode_tok_s"), HOW["decode"]),
-        ("Requests/s", fmt(metrics.get("req_per_s"), digits=3), ref("req_per_s"),
-         HOW["req_per_s"]),
+        ("Requests/s", fmt(metrics.get("req_per_s"), digits=3), ref("req_per_s"), HOW["req_per_s"]),
         ("TTFT", _dist(metrics, "ttft_ms"), ref("ttft_median_ms", "ms"), HOW["ttft"]),
         ("TPOT", _dist(metrics, "tpot_ms"), ref("tpot_median_ms", "ms"), HOW["tpot"]),
         ("ITL", _dist(metrics, "itl_ms"), "—", HOW["itl"]),
         ("E2E latency", _dist(metrics, "e2el_ms"), "—", HOW["e2el"]),
-        ("Peak memory", fmt(mem.get("peak_delta_gib"), "GiB"), ref("peak_mem_gib", "GiB"),
-         memory_how(mem) if mem else "no memory samples"),
+        (
+            "Peak memory",
+            fmt(mem.get("peak_delta_gib"), "GiB"),
+            ref("peak_mem_gib", "GiB"),
+            memory_how(mem) if mem else "no memory samples",
+        ),
         ("Server RSS peak", fmt(mem.get("server_rss_peak_gib"), "GiB"), "—", HOW["rss"]),
-        ("GPU memory peak", fmt(mem.get("gpu_used_peak_gib"), "GiB"), "—",
-         HOW["gpu"] + (f"; {metrics['gpu_note']}" if metrics.get("gpu_note") else "")),
-        ("Completed", completed_value(metrics), ref("completed"),
-         "requests answered in full; errors by reason in the notes; incomplete = cancelled "
-         "after the time cap and its grace"),
-        ("Server ready after", fmt(metrics.get("ready_s"), "s"), ref("ready_s", "s"),
-         HOW["ready"]),
-    ]  # fmt: skip
+        (
+            "GPU memory peak",
+            fmt(mem.get("gpu_used_peak_gib"), "GiB"),
+            "—",
+            HOW["gpu"] + (f"; {metrics['gpu_note']}" if metrics.get("gpu_note") else ""),
+        ),
+        (
+            "Completed",
+            completed_value(metrics),
+            ref("completed"),
+            "requests answered in full; errors by reason in the notes; incomplete = cancelled "
+            "after the time cap and its grace",
+        ),
+        ("Server ready after", fmt(metrics.get("ready_s"), "s"), ref("ready_s", "s"), HOW["ready"]),
+    ]
     return rows
 
 
-def spec_section(metrics: Mapping[str, Any]) -> Section:
+def _reference_value(reference: Mapping[str, Any], *keys: str) -> str:
+    return next((fmt(reference[k], digits=3) for k in keys if k in reference), "—")
+
+
+def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Section:
     spec = metrics.get("spec") or {}
     per_position = spec.get("per_position") or []
     rows = [
-        ("Acceptance rate", fmt(spec.get("acceptance_rate"), digits=3),
-         "accepted draft tokens ÷ drafted tokens"),
-        ("Mean acceptance length", fmt(spec.get("mean_acceptance_length"), digits=3),
-         "1 + accepted ÷ drafts (tokens emitted per verification step)"),
-        ("Per position", " / ".join(f"{p:.2f}" if p is not None else "—" for p in per_position)
-         or "—", "accepted at draft position i ÷ drafts"),
-        ("Drafts / drafted / accepted",
-         " / ".join(fmt(spec.get(k), digits=0) for k in ("drafts", "draft_tokens",
-                                                          "accepted_tokens")),
-         "counter deltas over the measured run"),
-        ("Source", fmt(spec.get("source")), "metrics: /metrics counter deltas; timings: "
-         "per-response draft_n; server_info: engine's running mean"),
-    ]  # fmt: skip
+        (
+            "Acceptance rate",
+            fmt(spec.get("acceptance_rate"), digits=3),
+            _reference_value(reference, "acceptance_rate"),
+            "accepted draft tokens ÷ drafted tokens",
+        ),
+        (
+            "Mean acceptance length",
+            fmt(spec.get("mean_acceptance_length"), digits=3),
+            _reference_value(reference, "acceptance_length", "mean_acceptance_length"),
+            "1 + accepted ÷ drafts (tokens emitted per verification step)",
+        ),
+        (
+            "Per position",
+            " / ".join(f"{p:.2f}" if p is not None else "—" for p in per_position) or "—",
+            _reference_value(reference, "per_position"),
+            "accepted at draft position i ÷ drafts",
+        ),
+        (
+            "Drafts / drafted / accepted",
+            " / ".join(
+                fmt(spec.get(k), digits=0) for k in ("drafts", "draft_tokens", "accepted_tokens")
+            ),
+            "—",
+            "counter deltas over the measured run",
+        ),
+        (
+            "Source",
+            fmt(spec.get("source")),
+            "—",
+            "metrics: /metrics counter deltas; timings: "
+            "per-response draft_n; server_info: engine's running mean",
+        ),
+    ]
     if spec.get("timings_acceptance_rate") is not None:
         rows.append(
             (
                 "Acceptance rate (timings cross-check)",
                 fmt(spec["timings_acceptance_rate"], digits=3),
+                "—",
                 "from per-response timings",
             )
         )
     notes = [spec["note"]] if spec.get("note") else []
     if spec.get("drafts") == 0:
-        notes.append("The drafter proposed no tokens during the run (no n-gram matches?).")
-    return Section(
-        "Speculative decoding", ("Figure", "Value", "How"), rows, paragraphs=notes
-    )
+        notes.append("The drafter proposed no tokens during the measured run.")
+    if not spec and metrics.get("status") != "done":
+        notes.append("No acceptance figures: the cell did not run to the end.")
+    header = ("Figure", "Measured", "Published reference", "How it was measured")
+    return Section("Speculative decoding", header, rows, paragraphs=notes)
 
 
 def client_command(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
@@ -287,17 +318,24 @@ def client_command(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[
     load = metrics.get("load") or {}
     dataset = w.get("dataset") or {}
     argv = [
-        "python", "-m", "workflow_scripts.loadgen",
-        "--base-url", load.get("base_url") or "http://127.0.0.1:<port>",
-        "--dataset", str(dataset.get("kind")),
-    ]  # fmt: skip
+        "python",
+        "-m",
+        "workflow_scripts.loadgen",
+        "--base-url",
+        load.get("base_url") or "http://127.0.0.1:<port>",
+        "--dataset",
+        str(dataset.get("kind")),
+    ]
     if dataset.get("path"):
         argv += ["--dataset-path", str(dataset["path"])]
     argv += [
-        "--num-prompts", str(w.get("num_prompts")),
-        "--concurrency", str(w.get("concurrency")),
-        "--max-tokens", str(w.get("max_tokens")),
-    ]  # fmt: skip
+        "--num-prompts",
+        str(w.get("num_prompts")),
+        "--concurrency",
+        str(w.get("concurrency")),
+        "--max-tokens",
+        str(w.get("max_tokens")),
+    ]
     for key in ("max_seconds", "grace_s", "request_rate", "warmup_requests"):
         if w.get(key) is not None:
             argv += ["--" + key.replace("_", "-"), str(w[key])]
@@ -349,8 +387,12 @@ def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> S
     if not weights.get("files"):
         rows.append(("Weights sha256", fmt((cell.get("weights") or {}).get("sha256"))))
     rows.append(("Token counts from", fmt(metrics.get("token_count_source"))))
-    rows.append(("Started / finished", f"{fmt(metrics.get('started_at'))} / "
-                 f"{fmt(metrics.get('finished_at'))}"))  # fmt: skip
+    rows.append(
+        (
+            "Started / finished",
+            f"{fmt(metrics.get('started_at'))} / {fmt(metrics.get('finished_at'))}",
+        )
+    )
     return Section("Provenance", ("Field", "Value"), rows)
 
 
@@ -376,8 +418,14 @@ def notes(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
         out.append("The run hit its time cap: requests in flight after the grace were cancelled.")
     mem = metrics.get("mem") or {}
     if mem.get("baseline_quiet") is False:
+        out.append("The memory baseline was noisy before launch; memory deltas are less certain.")
+    guard = metrics.get("context_guard") or {}
+    if guard.get("skipped"):
         out.append(
-            "The memory baseline was noisy before launch; memory deltas are less certain."
+            f"{len(guard['skipped'])} of {guard.get('checked')} prompts were skipped before the "
+            f"load: prompt + max_tokens {guard.get('max_tokens')} does not fit the per-slot "
+            f"context of {guard.get('per_slot_context')} tokens (context_guard "
+            f"'{guard.get('policy')}')."
         )
     if metrics.get("dataset_note"):
         out.append(f"Dataset: {metrics['dataset_note']}.")
@@ -426,7 +474,7 @@ def build_card(
         ),
     ]
     if cell.get("drafter") not in (None, "none"):
-        sections.append(spec_section(metrics))
+        sections.append(spec_section(metrics, cell.get("reference") or {}))
     sections.append(Section("Plots", images=list(plots)))
     sections.append(commands_section(cell, metrics))
     sections.append(provenance_section(cell, metrics))
@@ -474,9 +522,69 @@ def render_html(card: Card, image_src: Callable[[str], str]) -> str:
                 f"<figcaption>{esc(caption)}</figcaption></figure>"
             )
         if section.title == "Notes":
-            parts.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in section.paragraphs)
-                         + "</ul>")  # fmt: skip
+            parts.append(
+                "<ul>" + "".join(f"<li>{esc(p)}</li>" for p in section.paragraphs) + "</ul>"
+            )
         else:
             parts += [f"<p>{esc(p)}</p>" for p in section.paragraphs]
     parts.append("<p>" + "".join(f'<span class="tag">{esc(t)}</span>' for t in card.tags))
     return page(card.title, "".join(parts))
+
+
+def report_labels(cell: Mapping[str, Any], figure: str) -> dict[str, str]:
+    """Labels of a cell's outputs in the Snakemake report (its model is the subcategory)."""
+    return {
+        "cell": cell["id"],
+        "engine": cell["engine"],
+        "quant": cell["quant"],
+        "drafter": cell["drafter"],
+        "workload": cell["workload"],
+        "figure": figure,
+    }
+
+
+# Caption and output key of each per-cell figure the card shows.
+CELL_PLOTS = [
+    ("TTFT and TPOT distributions (CDF)", "latency_plot"),
+    ("Memory over time, phases shaded", "memory_plot"),
+]
+
+
+def write_card(
+    cell: Mapping[str, Any],
+    metrics_path: str | Path,
+    requests_path: str | Path,
+    memory_path: str | Path,
+    out: Mapping[str, str | Path],
+) -> Card:
+    """Read a cell's files, draw its plots and write card.md and card.html (paths in `out`:
+    card_md, card_html, latency_plot, memory_plot)."""
+    from .atomic import write_text
+    from .plots import save_figure
+    from .plots_cell import latency_figure, memory_figure, read_memory, read_requests
+    from .report_html import data_uri
+
+    metrics = json.loads(Path(metrics_path).read_text())
+    status = status_line(metrics)
+    save_figure(
+        latency_figure(read_requests(requests_path), cell["id"], status), out["latency_plot"]
+    )
+    save_figure(memory_figure(read_memory(memory_path), cell["id"], status), out["memory_plot"])
+    card_dir = Path(out["card_md"]).parent
+    plots = [
+        (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS
+    ]
+    card = build_card(cell, metrics, plots)
+    write_text(out["card_md"], render_markdown(card))
+    write_text(out["card_html"], render_html(card, lambda rel: data_uri(card_dir / rel)))
+    return card
+
+
+def card_from_snakemake(sm) -> None:
+    write_card(
+        json.loads(sm.params.cell),
+        sm.input.metrics,
+        sm.input.requests,
+        sm.input.memory,
+        sm.output,
+    )

@@ -3,7 +3,9 @@
 The revision (branch, tag or sha) is resolved to a commit sha first and everything after uses the
 sha, so what is recorded is what was fetched. Files land in the standard hub cache (`HF_HUB_CACHE`,
 else `HF_HOME/hub`), so engines that read that cache (vLLM given a repo id and `--revision <sha>`)
-reuse them. The token comes only from `HF_TOKEN` and goes only into request headers.
+reuse them. Downloads resume: huggingface_hub picks a dropped transfer up with a Range request,
+and files already in the cache are not fetched again, so a rerun fetches only what is missing.
+The token comes only from `HF_TOKEN` and goes only into request headers.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             }
             if drafter_spec is not None:
                 adapter_for(engine_spec["kind"]).check_drafter(
-                    drafter, drafter_spec, f"{where}.drafter"
+                    drafter, drafter_spec, f"{where}.drafter", runnable=not choice.get("blocked")
                 )
             new_id = cell_id(choice["model"], choice["engine"], quant, drafter, choice["workload"])
             if new_id in seen:

@@ -79,13 +79,15 @@ def latency_figure(records: Sequence[Mapping[str, Any]], cell: str, status: str 
     """CDFs of TTFT and TPOT over one cell's completed requests."""
     samples = latency_samples_ms(records)
     if not samples["ttft_ms"]:
-        return message_figure(
-            f"TTFT and TPOT: {cell}", f"no completed requests (status: {status})"
-        )
+        return message_figure(f"TTFT and TPOT: {cell}", f"no completed requests (status: {status})")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     _cdf(left, samples["ttft_ms"], "time to first token (ms)", f"TTFT, n={len(samples['ttft_ms'])}")
-    _cdf(right, samples["tpot_ms"], "time per output token (ms)",
-         f"TPOT, n={len(samples['tpot_ms'])}")  # fmt: skip
+    _cdf(
+        right,
+        samples["tpot_ms"],
+        "time per output token (ms)",
+        f"TPOT, n={len(samples['tpot_ms'])}",
+    )
     fig.suptitle(f"Latency distributions (CDF): {cell}", fontsize=11)
     fig.tight_layout()
     return fig
@@ -121,8 +123,9 @@ def memory_figure(rows: Sequence[Mapping[str, Any]], cell: str, status: str = "d
     times = [r["t"] for r in rows]
     fig, ax = plt.subplots(figsize=(10, 4))
     for phase, start, end in phase_spans(rows):
-        ax.axvspan(start, max(end, start + 1e-3), color=PHASE_COLORS.get(phase, "#eeeeee"),
-                   alpha=0.6, lw=0)  # fmt: skip
+        ax.axvspan(
+            start, max(end, start + 1e-3), color=PHASE_COLORS.get(phase, "#eeeeee"), alpha=0.6, lw=0
+        )
     drop = [
         (base - r["mem_available_kib"]) / KIB_PER_GIB
         if r["mem_available_kib"] is not None
@@ -146,8 +149,10 @@ def memory_figure(rows: Sequence[Mapping[str, Any]], cell: str, status: str = "d
     ax.legend(handles, labels, fontsize=7, loc="upper left", ncol=2)
     ax.set_xlabel("time since the first sample (s)")
     ax.set_ylabel("memory (GiB, 2^30 bytes)")
-    ax.set_title(f"Memory over time: {cell}\n(baseline MemAvailable {base / KIB_PER_GIB:.2f} GiB)",
-                 fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"Memory over time: {cell}\n(baseline MemAvailable {base / KIB_PER_GIB:.2f} GiB)",
+        fontsize=10,
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import math
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from .atomic import write_text
 
@@ -110,3 +117,37 @@ def overview_fragment(
     parts += [figure_html(path, caption) for caption, path in figures]
     parts.append("</div>")
     return "\n".join(parts) + "\n"
+
+
+def report_command(
+    snakefile: str, workdir: str, configfile: str, html_path: str, stylesheet: str
+) -> list[str]:
+    """`snakemake --report` for the same workflow, directory and config. It runs from inside the
+    workflow's own last job, whose lock it must not wait for (`--nolock`)."""
+    return [
+        *(sys.executable, "-m", "snakemake", "--snakefile", snakefile, "--directory", workdir),
+        *("--configfile", configfile, "--replace-workflow-config", "--nolock", "--cores", "1"),
+        *("--report", html_path, "--report-stylesheet", stylesheet),
+    ]
+
+
+def write_report(snakefile: str, config: dict, html_path: str | Path, stylesheet: str, log) -> None:
+    """Build Snakemake's self-contained HTML report into a temp file, then rename it."""
+    target = Path(html_path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".report-") as tmp:
+        # YAML: Snakemake reads a JSON config file into OrderedDicts, which the matrix refuses.
+        configfile = Path(tmp) / "config.yaml"
+        plain = json.loads(json.dumps(config, default=str))
+        configfile.write_text(yaml.safe_dump(plain, sort_keys=False))
+        partial = Path(tmp) / "report.html"
+        argv = report_command(snakefile, os.getcwd(), str(configfile), str(partial), stylesheet)
+        print("$ " + shlex.join(argv), file=log, flush=True)
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
+        os.replace(partial, target)
+
+
+def report_from_snakemake(sm) -> None:
+    write_report(
+        sm.params.snakefile, dict(sm.config), sm.output.html, sm.input.stylesheet, sys.stderr
+    )

@@ -21,16 +21,17 @@ from typing import Any
 import requests
 
 from .atomic import atomic_open, write_json, write_text
+from .context_guard import guard_prompts, size_before_launch
 from .engines import adapter_for
-from .engines.base import LaunchPaths, SpecCounters
+from .engines.base import SpecCounters
 from .failures import bump_failures
-from .launch import server_command
+from .launch import cell_server_command, cell_weights, container_image_id
 from .loadgen.client import LoadSpec, run_load
 from .loadgen.datasets import load_dataset
 from .loadgen.metrics import compute_metrics
 from .matrix import Cell
 from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
-from .server import ServerError, ServerProcess, free_port, sigterm_raises, wait_ready
+from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
 from .specdecode import acceptance_from_counters, acceptance_from_timings
 
 
@@ -140,21 +141,28 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
             result["dataset_sha256"] = dataset.sha256
             result["dataset_note"] = dataset.note
             result["prompt_indices"] = [p.index for p in dataset.prompts]
-            port = free_port(cell.run["host"])
-            paths = LaunchPaths(
-                weights=inputs.weights_manifest["primary"],
-                drafter_weights=(inputs.drafter_manifest or {}).get("primary"),
-                host=cell.run["host"],
-                port=port,
+            sizing = None
+            if cell.run.get("context_guard") == "size":  # before launch: -c is a launch flag
+                cell, sizing = size_before_launch(
+                    cell,
+                    adapter,
+                    inputs.engine_info,
+                    inputs.weights_manifest,
+                    dataset.prompts,
+                    out / "context-sizing.log",
+                )
+            port_lease = reserve_port(cell.run["host"], adapter.container_port(cell))
+            weights, drafter_weights = cell_weights(
+                cell, inputs.weights_manifest, inputs.drafter_manifest
             )
-            command = server_command(cell, adapter, inputs.engine_info, paths)
+            command = cell_server_command(
+                cell, adapter, inputs.engine_info, weights, drafter_weights, port_lease.port
+            )
             result["server_command"] = command.argv
             result["engine_version"] = inputs.engine_info.get("version")
-            base_url = f"http://{'127.0.0.1' if paths.host == '0.0.0.0' else paths.host}:{port}"
+            base_url = command.base_url
             mem_cfg = cell.run["memory"]
-            server = ServerProcess(
-                command.argv, log_path, env=command.env, stop_argv=command.stop_argv
-            )
+            server = ServerProcess.for_command(command, log_path)
 
             def on_floor(sample):
                 server.stop(timeout_s=2)
@@ -176,6 +184,12 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 result["ready_s"] = wait_ready(
                     server, base_url, adapter.health_path, float(cell.run["ready_timeout_s"]), probe
                 )
+                result["server_version"] = adapter.server_version(base_url)
+                if command.container:
+                    result["container_image_id"] = container_image_id(command.container)
+                prompts, guard = guard_prompts(cell, adapter, base_url, dataset.prompts, sizing)
+                result["context_guard"] = guard.to_dict()
+                guard.enforce()  # `fail`, or nothing left: the cell fails before any load
                 sampler.set_phase("warmup")
                 spec = load_spec_for(cell, base_url, command.served_model)
                 counters: dict[str, SpecCounters] = {}
@@ -185,8 +199,9 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                     text = _scrape(base_url, adapter.metrics_path)
                     counters["before"] = adapter.parse_spec_metrics(text) if text else None
 
-                load = run_load(spec, dataset.prompts, on_measure_start=on_measure_start)
+                load = run_load(spec, prompts, on_measure_start=on_measure_start)
                 records = load.records
+                died = None if server.alive() else server.died_message("while the load ran")
                 text = _scrape(base_url, adapter.metrics_path)
                 counters["after"] = adapter.parse_spec_metrics(text) if text else None
                 sampler.set_phase("teardown")
@@ -203,6 +218,8 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                     f"{sampler.tripped.mem_available_kib / KIB_PER_GIB:.2f} GiB, below the floor "
                     f"of {mem_cfg['floor_gib']} GiB; the server was killed"
                 )
+            if died:  # figures from a server that died mid-run compare with nothing
+                raise ServerError(died)
             if result["completed"] == 0:
                 raise ServerError(f"no request completed ({result['errors_by_reason']})")
             result["status"] = "done"

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import requests
 
+from .paths import cache_dir
+
 PR_SET_PDEATHSIG = 1
+CONTAINER_CHECK_INTERVAL_S = 1.0
+DOCKER_RUN_TIMEOUT_S = 600.0  # `docker run -d` may still be creating the container
 
 
 class ServerError(RuntimeError):
@@ -36,6 +42,57 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+        try:
+            sock.bind((host or "0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class PortLease:
+    """A port held for one cell: a lock file keeps our other cells off it while the server
+    binds, and the lock dies with the process, however it ends."""
+
+    port: int
+    lock: IO | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+    def __enter__(self) -> PortLease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def reserve_port(host: str = "127.0.0.1", preferred: int | None = None) -> PortLease:
+    """The engine's usual port when it is free (so the command is the one users know), else
+    one the kernel picks; never one another of our cells holds."""
+    candidates = ([preferred] if preferred else []) + [None] * 20
+    for candidate in candidates:
+        port = candidate or free_port(host)
+        lock = open(cache_dir("ports") / f"{port}.lock", "w")  # noqa: SIM115 - held on purpose
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        if _bindable(host, port):
+            return PortLease(port, lock)
+        lock.close()
+    raise ServerError(f"no free port on {host}")
+
+
 def tail(path: str | Path, lines: int = 20) -> str:
     try:
         text = Path(path).read_text(errors="replace")
@@ -46,18 +103,51 @@ def tail(path: str | Path, lines: int = 20) -> str:
 
 @dataclass
 class ServerProcess:
+    """A server in its own process group; for a container, also its name-based stop and
+    liveness commands (the docker client can outlive, or die before, the container)."""
+
     argv: list[str]
     log_path: Path
     env: dict[str, str] | None = None
     stop_argv: list[str] | None = None  # e.g. `docker rm -f NAME` for a container
+    alive_argv: list[str] | None = None  # e.g. `docker inspect -f {{.State.Running}} NAME`
+    follow_argv: list[str] | None = None  # detached container: `docker logs -f NAME`
     proc: subprocess.Popen | None = None
+    _checked_at: float = field(default=0.0, repr=False)
+    _container_note: str = field(default="", repr=False)
+
+    @classmethod
+    def for_command(cls, command, log_path: Path) -> ServerProcess:
+        """From a `launch.ServerCommand`."""
+        return cls(
+            list(command.argv),
+            Path(log_path),
+            env=command.env,
+            stop_argv=command.stop_argv,
+            alive_argv=command.alive_argv,
+            follow_argv=command.follow_argv,
+        )
+
+    def _run_quiet(self, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.stop_argv:
+            self._run_quiet(self.stop_argv, 60)  # a container left by a killed run, same name
+        argv = self.argv
+        if self.follow_argv:
+            self._start_detached()
+            argv = self.follow_argv
         with open(self.log_path, "ab") as log:
             try:
                 self.proc = subprocess.Popen(
-                    self.argv,
+                    argv,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
@@ -66,14 +156,51 @@ class ServerProcess:
                     env={**os.environ, **(self.env or {})},
                 )
             except OSError as exc:
-                raise ServerError(f"could not start {self.argv[0]}: {exc}") from exc
+                raise ServerError(f"could not start {argv[0]}: {exc}") from exc
+
+    def _start_detached(self) -> None:
+        """`docker run -d`: wait for it to create the container; its output goes to the log."""
+        try:
+            done = subprocess.run(
+                self.argv,
+                capture_output=True,
+                text=True,
+                timeout=DOCKER_RUN_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})},
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ServerError(f"could not start {self.argv[0]}: {exc}") from exc
+        with open(self.log_path, "a") as log:
+            log.write(done.stdout + done.stderr)
+        if done.returncode != 0:
+            raise ServerError(
+                f"{' '.join(self.argv[:2])} exited with code {done.returncode}; last log lines:\n"
+                f"{tail(self.log_path)}"
+            )
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """The process runs and, for a container, docker says it is running (checked at most
+        once a second; a hung or exited container fails here, not at the readiness timeout)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        if not self.alive_argv:
+            return True
+        now = time.monotonic()
+        if now - self._checked_at < CONTAINER_CHECK_INTERVAL_S:
+            return True
+        self._checked_at = now
+        done = self._run_quiet(self.alive_argv, 30)
+        if done is None:
+            return True  # docker itself did not answer in time: no verdict on the container
+        running = done.returncode == 0 and done.stdout.strip() == "true"
+        if not running:
+            self._container_note = (done.stdout + done.stderr).strip()[:200]
+        return running
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the group, then SIGKILL what is left; idempotent."""
@@ -92,12 +219,13 @@ class ServerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=timeout_s)
 
-    def died_message(self) -> str:
-        code = self.proc.returncode if self.proc else None
-        return (
-            f"server exited with code {code} before it was ready; last log lines:\n"
-            f"{tail(self.log_path)}"
-        )
+    def died_message(self, when: str = "before it was ready") -> str:
+        code = self.proc.poll() if self.proc else None
+        what = f"server exited with code {code}"
+        if self.alive_argv and (code is None or self.follow_argv):
+            # the client (or the log follower) says little: the container's state says more
+            what = f"container is not running ({self._container_note or 'state unknown'})"
+        return f"{what} {when}; last log lines:\n{tail(self.log_path)}"
 
 
 def wait_ready(

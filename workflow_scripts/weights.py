@@ -34,10 +34,10 @@ def spec_digest(spec: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:16]
 
 
-def _file_entry(path: Path) -> dict[str, Any]:
+def _file_entry(path: Path, name: str | None = None) -> dict[str, Any]:
     return {
         "path": str(path),
-        "name": path.name,
+        "name": name or path.name,
         "size": path.stat().st_size,
         "sha256": sha256_file(path),
     }
@@ -117,12 +117,12 @@ def fetch_local(spec: dict[str, Any]) -> dict[str, Any]:
     """A file (a GGUF) or a folder (e.g. a safetensors checkpoint for vLLM), hashed in place."""
     path = Path(spec["path"]).expanduser()
     if path.is_dir():
-        files = [_file_entry(p) for p in sorted(path.rglob("*")) if p.is_file()]
+        files = [
+            _file_entry(p, str(p.relative_to(path))) for p in sorted(path.rglob("*")) if p.is_file()
+        ]
         if not files:
             raise WeightsError(f"local weights folder is empty: {path}")
-        listing = canonical_json(
-            [[str(Path(f["path"]).relative_to(path)), f["sha256"]] for f in files]
-        )
+        listing = canonical_json([[f["name"], f["sha256"]] for f in files])
         revision = hashlib.sha256(listing.encode()).hexdigest()
     elif path.is_file():
         files = [_file_entry(path)]
@@ -140,11 +140,13 @@ def fetch_hf(spec: dict[str, Any]) -> dict[str, Any]:
     from .hub import HubError, download
 
     filename = spec.get("filename")
+    # A GGUF repo holds many quants: with no patterns, `filename` alone is fetched, not the repo.
+    patterns = spec.get("patterns") or ([filename] if filename else None)
     try:
         snapshot, sha256s = download(
             spec["repo"],
             spec["revision"],
-            patterns=spec.get("patterns"),
+            patterns=patterns,
             required=[filename] if filename else None,
         )
     except HubError as exc:
@@ -208,6 +210,8 @@ def _tokenizer_gguf(tokenizer_from: dict[str, Any]) -> Path:
         if weights["source"] == "synthetic":
             raise WeightsError("tokenizer_from must name real weights, not another synthetic model")
         path = Path(SOURCES[weights["source"]](weights)["primary"])
+        if not path.is_file():
+            raise WeightsError(f"tokenizer_from needs a GGUF file, and {path} is a folder")
     check_gguf(path)
     return path
 

@@ -153,14 +153,20 @@ class EngineAdapter:
         document = get_json(base_url + self.version_path)
         return self.parse_version(document) if document is not None else None
 
-    # Context per request. Engines that split `-c` across slots (llama.cpp) override these;
-    # the others give every sequence the full context and report None.
+    # Context per request. Engines that split their context across slots (llama.cpp) set
+    # `splits_context` and override these; the others give every sequence the whole context.
+    splits_context: ClassVar[bool] = False
+
     def per_slot_context(self, cell) -> int | None:
         """Per-request context implied by the config, before the server runs."""
         return None
 
     def served_per_slot_context(self, base_url: str) -> int | None:
         """Per-request context the running server reports."""
+        return None
+
+    def trained_context(self, base_url: str) -> int | None:
+        """The model's training context as the running server reports it."""
         return None
 
     def count_prompt_tokens(self, base_url: str, text: str, endpoint: str) -> int:

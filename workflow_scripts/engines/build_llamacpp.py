@@ -58,7 +58,10 @@ def binary_path(build: LlamaCppBuild) -> Path:
 
 def _extract_vendor_tree(sdist: Path, dest: Path) -> Path:
     with tarfile.open(sdist) as archive:
-        members = [m for m in archive.getmembers() if "/vendor/llama.cpp/" in m.name]
+        members = [
+            m for m in archive.getmembers()
+            if "/vendor/llama.cpp/" in m.name and "/.git/" not in m.name
+        ]
         if not members:
             raise RuntimeError(f"{sdist} has no vendor/llama.cpp tree")
         archive.extractall(dest, members=members, filter="data")

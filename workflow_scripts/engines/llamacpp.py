@@ -54,6 +54,7 @@ class LlamaCppAdapter(EngineAdapter):
     launch_modes = frozenset({"build", "native", "docker"})
     version_path = "/props"
     default_port = 8080
+    splits_context = True
 
     def settings(self, cell) -> dict[str, Any]:
         """Engine settings with llama.cpp's defaults: one slot per concurrent request, and
@@ -137,6 +138,13 @@ class LlamaCppAdapter(EngineAdapter):
         try:
             return int(props["default_generation_settings"]["n_ctx"])
         except (TypeError, KeyError, ValueError):
+            return None
+
+    def trained_context(self, base_url: str) -> int | None:
+        models = get_json(base_url + "/v1/models")
+        try:
+            return int(models["data"][0]["meta"]["n_ctx_train"])
+        except (TypeError, KeyError, IndexError, ValueError):
             return None
 
     def count_prompt_tokens(self, base_url: str, text: str, endpoint: str) -> int:

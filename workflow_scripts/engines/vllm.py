@@ -100,7 +100,8 @@ class VllmAdapter(EngineAdapter):
             return sum(samples.values()) if samples else None
 
         per_pos: dict[int, float] = {}
-        for labels, value in values.get("spec_decode_num_accepted_tokens_per_pos_total", {}).items():
+        by_position = values.get("spec_decode_num_accepted_tokens_per_pos_total", {})
+        for labels, value in by_position.items():
             position = dict(labels).get("position")
             if position is not None:
                 per_pos[int(position)] = per_pos.get(int(position), 0.0) + value

@@ -90,19 +90,29 @@ def request_body(spec: LoadSpec, prompt_text: str) -> dict[str, Any]:
 
 
 class _Link:
-    """A worker's keep-alive connection, replaced whenever the server has closed it."""
+    """A worker's keep-alive connection, replaced whenever the server has closed it. A server
+    that closes every connection after one answer while saying keep-alive (llama-server does)
+    is learnt after two such closes: from then on each request opens a fresh connection."""
+
+    STALE_BEFORE_FRESH = 2
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.conn: Connection | None = None
+        self.stale = 0
+        self.reused_ok = 0
 
     async def get(self) -> tuple[Connection, bool]:
         """The connection, and whether it is a reused one."""
-        if self.conn is not None and self.conn.usable:
+        if self.conn is not None and self.conn.usable and self.reuse:
             return self.conn, True
         self.drop()
         self.conn = await Connection.open(self.endpoint)
         return self.conn, False
+
+    @property
+    def reuse(self) -> bool:
+        return self.reused_ok > 0 or self.stale < self.STALE_BEFORE_FRESH
 
     def drop(self) -> None:
         if self.conn is not None:
@@ -124,7 +134,10 @@ async def run_request(
                 reader = await conn.exchange(request, record, sent)
                 stale = reused and not reader.got_bytes and record.error == "connection"
                 if not stale or attempt:
+                    if reused and reader.got_bytes:
+                        link.reused_ok += 1
                     break
+                link.stale += 1
                 # The server had closed this keep-alive connection as the request went out, and
                 # sent nothing: resend once on a fresh connection. Nothing was measured, so the
                 # clock restarts.

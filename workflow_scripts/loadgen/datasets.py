@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -63,10 +64,9 @@ def sharegpt_first_human_turns(items) -> list[str]:
         turns = item.get("conversations") if isinstance(item, dict) else None
         if not turns:
             continue
-        first = turns[0]
-        if first.get("from") != "human":
-            continue
-        text = (first.get("value") or "").strip()
+        # Split conversations often open with a "gpt" turn: take the first turn a human wrote.
+        first = next((t for t in turns if isinstance(t, dict) and t.get("from") == "human"), None)
+        text = ((first or {}).get("value") or "").strip()
         if text:
             prompts.append(text)
     return prompts
@@ -155,8 +155,9 @@ def load_random(num_prompts: int, input_len: int, seed: int | None = 0) -> Datas
     prompts = [
         Prompt(i, " ".join(rng.choice(words) for _ in range(input_len))) for i in range(num_prompts)
     ]
-    digest = f"random:{input_len}:{seed}"
-    return Dataset(prompts, digest, "random")
+    # No file to hash: the digest is of the prompts themselves, so equal digests mean equal text.
+    digest = hashlib.sha256(json.dumps([p.text for p in prompts]).encode()).hexdigest()
+    return Dataset(prompts, digest, f"random(input_len={input_len}, seed={seed})")
 
 
 def load_dataset(spec: dict[str, Any], num_prompts: int) -> Dataset:

@@ -101,7 +101,7 @@ class _StreamProtocol(asyncio.BufferedProtocol):
         return self.view
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(self.buffer[:nbytes])
+        self.data_received(bytes(self.view[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -170,6 +170,7 @@ class Connection:
 
     def close(self) -> None:
         self.protocol.closed = True
+        self.protocol.reader = None  # what the socket does from now on is no request's business
         self.transport.abort()
 
     async def exchange(

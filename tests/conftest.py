@@ -1,0 +1,133 @@
+"""Shared fixtures. Append new fixtures below; do not rewrite the ones others rely on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+
+# --- load generator: stand-in HTTP servers on 127.0.0.1 (a real server cannot show every fault)
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class StandinServers:
+    """Raw asyncio TCP servers on 127.0.0.1, random ports, each on its own thread and loop, so
+    a test can write exactly the bytes a fault needs. All are stopped when the test ends."""
+
+    def __init__(self) -> None:
+        self._running: list[tuple[asyncio.AbstractEventLoop, threading.Thread, object]] = []
+
+    def start(self, handler: Handler) -> str:
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        box: dict = {}
+
+        async def _open() -> None:
+            async def guarded(reader, writer):
+                try:
+                    await handler(reader, writer)
+                except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+                    pass  # the client went away, or the test is over
+                finally:
+                    writer.close()
+
+            box["server"] = await asyncio.start_server(guarded, "127.0.0.1", 0)
+
+        def _run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(_open())
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        thread = threading.Thread(target=_run, daemon=True)
+        thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("stand-in server did not start")
+        server = box["server"]
+        self._running.append((loop, thread, server))
+        port = server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def stop_all(self) -> None:
+        for loop, thread, server in self._running:
+
+            async def _close(server=server) -> None:
+                server.close()
+                for task in asyncio.all_tasks():
+                    if task is not asyncio.current_task():
+                        task.cancel()
+
+            try:
+                asyncio.run_coroutine_threadsafe(_close(), loop).result(5)
+            except Exception:  # noqa: BLE001 - teardown goes on whatever happened
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+        self._running.clear()
+
+    # -- helpers for handlers ----------------------------------------------------------------
+
+    @staticmethod
+    async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict, bytes]:
+        """One HTTP/1.1 request: method, path, lower-cased headers, body."""
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = {}
+        for line in lines[1:]:
+            key, sep, value = line.partition(":")
+            if sep:
+                headers[key.strip().lower()] = value.strip()
+        body = await reader.readexactly(int(headers.get("content-length", 0)))
+        return method, path, headers, body
+
+    @staticmethod
+    def sse_head(extra: str = "") -> bytes:
+        return (
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            f"Transfer-Encoding: chunked\r\n{extra}\r\n"
+        ).encode()
+
+    @staticmethod
+    def chunk(data: bytes) -> bytes:
+        """One HTTP chunk."""
+        return b"%x\r\n%s\r\n" % (len(data), data) if data else b"0\r\n\r\n"
+
+    @classmethod
+    def event(cls, obj) -> bytes:
+        """One SSE data event (JSON object, or raw bytes as given) in one HTTP chunk."""
+        payload = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        return cls.chunk(b"data: " + payload + b"\n\n")
+
+    @staticmethod
+    def content(text: str) -> dict:
+        return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+    @staticmethod
+    def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+        return {
+            "choices": [],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+        }
+
+    @classmethod
+    def whole_stream(cls, texts: list[str], prompt_tokens: int = 5) -> bytes:
+        """A complete, healthy streamed answer: content chunks, usage, [DONE], end of body."""
+        out = b"".join(cls.event(cls.content(t)) for t in texts)
+        out += cls.event(cls.usage(prompt_tokens, len(texts)))
+        return out + cls.event(b"[DONE]") + cls.chunk(b"")
+
+
+@pytest.fixture
+def standin() -> Iterator[StandinServers]:
+    servers = StandinServers()
+    try:
+        yield servers
+    finally:
+        servers.stop_all()

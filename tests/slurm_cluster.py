@@ -1,0 +1,218 @@
+"""A real single-node Slurm on localhost for tests: munged, slurmctld and slurmd from Debian's
+`munge` and `slurm-wlm`, with every key, socket, state and log file in one temp dir.
+
+No accounting (no slurmdbd): job state comes from slurmctld, which keeps finished jobs for
+MinJobAge seconds, long enough for the executor plugin's `squeue` status checks.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "scontrol", "sinfo", "srun", "scancel")
+PARTITION = "debug"
+NODE = "localhost"
+MIN_JOB_AGE_S = 300
+
+
+def missing_binaries() -> list[str]:
+    """Slurm and munge programs the cluster needs that are not on PATH (or in /usr/sbin)."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    return [name for name in DAEMONS + CLIENTS if shutil.which(name, path=path) is None]
+
+
+def _program(name: str) -> str:
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    found = shutil.which(name, path=path)
+    if found is None:
+        raise FileNotFoundError(name)
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def node_hardware() -> str:
+    """This machine as slurmd sees it (CPUs, sockets, cores, threads, RealMemory), so the node
+    is not drained for claiming more than it has."""
+    out = subprocess.run([_program("slurmd"), "-C"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    first = out.splitlines()[0].split()
+    keep = ("CPUs=", "Boards=", "SocketsPerBoard=", "CoresPerSocket=", "ThreadsPerCore=",
+            "RealMemory=")
+    return " ".join(part for part in first if part.startswith(keep))
+
+
+def slurm_conf(root: Path, munge_socket: Path, ctld_port: int, slurmd_port: int,
+               hardware: str) -> str:
+    user = getpass.getuser()
+    return f"""\
+ClusterName=llmbench-test
+SlurmctldHost={NODE}
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser={user}
+SlurmdUser={user}
+AuthType=auth/munge
+AuthInfo=socket={munge_socket}
+CredType=cred/munge
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SchedulerType=sched/backfill
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+MinJobAge={MIN_JOB_AGE_S}
+SlurmctldTimeout=30
+SlurmdTimeout=30
+NodeName={NODE} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN
+PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+@dataclass
+class SlurmCluster:
+    """Handles to the running daemons and the environment that points clients at them."""
+
+    root: Path
+    env: dict[str, str]
+    daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def run(self, *argv: str, check: bool = True) -> str:
+        proc = subprocess.run([_program(argv[0]), *argv[1:]], env=self.env, capture_output=True,
+                              text=True, timeout=30)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: {proc.stderr.strip()}\n{self.logs()}")
+        return proc.stdout
+
+    def node_state(self) -> str:
+        return self.run("sinfo", "-h", "-n", NODE, "-o", "%T", check=False).strip()
+
+    def jobs(self) -> list[dict[str, str]]:
+        """Every job slurmctld still knows (running and finished within MinJobAge), as
+        `scontrol show job` key=value records."""
+        out = self.run("scontrol", "-o", "show", "job", check=False)
+        records = []
+        for line in out.splitlines():
+            if not line.startswith("JobId="):
+                continue
+            record = {}
+            for part in line.split():
+                key, _, value = part.partition("=")
+                record[key] = value
+            records.append(record)
+        return records
+
+    def job(self, job_id: str) -> dict[str, str]:
+        return next((job for job in self.jobs() if job["JobId"] == job_id), {})
+
+    def logs(self, tail: int = 40) -> str:
+        parts = []
+        for name in ("munged.log", "slurmctld.log", "slurmd.log"):
+            path = self.root / name
+            if path.exists():
+                lines = path.read_text(errors="replace").splitlines()[-tail:]
+                parts.append(f"--- {name}\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+
+def _start(cluster: SlurmCluster, name: str, argv: list[str]) -> None:
+    log = open(cluster.root / f"{name}.out", "w")  # noqa: SIM115  (closed with the process)
+    cluster.daemons[name] = subprocess.Popen(argv, env=cluster.env, stdout=log,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+
+
+def _wait(cluster: SlurmCluster, what: str, ready, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for name, proc in cluster.daemons.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}\n{cluster.logs()}")
+        if ready():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"timed out waiting for {what}\n{cluster.logs()}")
+
+
+def _stop(cluster: SlurmCluster) -> None:
+    """Cancel what is still queued or running, then end the daemons we started: slurmd first
+    (its job steps with it), then slurmctld, then munged."""
+    if "slurmctld" in cluster.daemons and cluster.daemons["slurmctld"].poll() is None:
+        try:
+            cluster.run("scancel", "--user", getpass.getuser(), check=False)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and any(
+                job.get("JobState") in ("RUNNING", "PENDING", "COMPLETING")
+                for job in cluster.jobs()
+            ):
+                time.sleep(0.5)
+        except (subprocess.SubprocessError, OSError):
+            pass
+    for name in ("slurmd", "slurmctld", "munged"):
+        proc = cluster.daemons.get(name)
+        if proc is None or proc.poll() is not None:
+            continue
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@contextmanager
+def single_node_slurm(root: Path) -> Iterator[SlurmCluster]:
+    """Start munged, slurmctld and slurmd under `root`; stop them however the block ends."""
+    root = Path(root)
+    for sub in ("munge", "state", "spool"):
+        (root / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    munge_socket = root / "munge" / "munge.socket"
+    conf = root / "slurm.conf"
+    conf.write_text(slurm_conf(root, munge_socket, _free_port(), _free_port(), node_hardware()))
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    env.pop("SLURM_JOB_ID", None)
+    cluster = SlurmCluster(root=root, env=env)
+    try:
+        _start(cluster, "munged", [
+            _program("munged"), "--foreground", "--force", f"--socket={munge_socket}",
+            f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
+            f"--log-file={root}/munged.log", f"--seed-file={root}/munge/munged.seed"])
+        _wait(cluster, "munged", munge_socket.exists)
+        _start(cluster, "slurmctld", [_program("slurmctld"), "-D", "-i", "-f", str(conf)])
+        _wait(cluster, "slurmctld", lambda: cluster.run("scontrol", "ping", check=False)
+              .count("UP") > 0)
+        _start(cluster, "slurmd", [_program("slurmd"), "-D", "-N", NODE, "-f", str(conf)])
+        _wait(cluster, "the node to be idle", lambda: cluster.node_state() == "idle")
+        yield cluster
+    finally:
+        _stop(cluster)

@@ -1,0 +1,161 @@
+"""Result cards for done, failed and blocked cells: the published card fields, how each figure
+was measured, commands, provenance, acceptance, tags and plots."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.outputs_helpers import (
+    BASE,
+    BLOCKED,
+    DRAFTER,
+    FAILED,
+    cell_by_id,
+    cell_files,
+    fixture_metrics,
+)
+from workflow_scripts import cards
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PLOTS = [
+    ("TTFT and TPOT distributions (CDF)", "latency.png"),
+    ("Memory over time, phases shaded", "memory.png"),
+]
+
+
+@pytest.fixture
+def metrics(tmp_path):
+    return fixture_metrics(tmp_path)
+
+
+def card_md(cell_id: str, metrics: dict) -> str:
+    card = cards.build_card(cell_by_id(cell_id), metrics[cell_id], PLOTS)
+    return cards.render_markdown(card)
+
+
+def test_done_card_has_the_published_fields(metrics):
+    text = card_md(BASE, metrics)
+    for field in (
+        "| Model | tiny-llama |",
+        "| Company | Example Labs |",
+        "| Family | TinyLlama |",
+        "| Parameters | 1.1B |",
+        "| Engine (+ speculative) | llamacpp-local; adapter `llamacpp`, binary llama-server |",
+        "| Quant / precision | q4_0 |",
+        "| Why this quant | the smallest legacy quant of the model |",
+        "| Download | local file weights/tiny-llama-q4_0.gguf |",
+        "| Context window | 2048 tokens (model); server context 4096 tokens |",
+        "| Input modalities | text |",
+    ):
+        assert field in text, field
+    assert "**Status:** done" in text
+    decode = metrics[BASE]["decode_tok_s"]
+    assert f"| Decode tok/s | {decode:.2f} | 120.00 | Σ completion tokens" in text
+    assert "| Completed | 6/6, 0 errors, 0 incomplete" in text
+
+
+def test_done_card_says_how_memory_was_measured(metrics):
+    text = card_md(BASE, metrics)
+    mem = metrics[BASE]["mem"]
+    assert f"| Peak memory | {mem['peak_delta_gib']:.2f} GiB |" in text
+    assert "MemAvailable drop from a pre-launch median baseline" in text
+    assert "sampled every 0.5 s from before launch to after teardown" in text
+    assert "GiB (2^30 bytes)" in text
+
+
+def test_done_card_has_commands_provenance_plots_and_tags(metrics):
+    text = card_md(BASE, metrics)
+    assert "llama-server -m /cache/weights/tiny-llama-q4_0.gguf -c 4096 --parallel 2" in text
+    assert "python -m workflow_scripts.loadgen --base-url http://127.0.0.1:40123" in text
+    assert "--concurrency 2 --max-tokens 16" in text
+    assert f"| Dataset sha256 | {metrics[BASE]['dataset_sha256']} |" in text
+    assert "| Weights sha256 (tiny-llama-q4_0.gguf) | " + "5" * 64 in text
+    assert "| Host | fixture-host: Example CPU, 2 CPUs, kernel 6.1.0, GPUs none |" in text
+    assert "| Engine version | version: 9744 (fixture) |" in text
+    assert "![TTFT and TPOT distributions (CDF)](latency.png)" in text
+    assert "![Memory over time, phases shaded](memory.png)" in text
+    tags = text.rsplit("**Tags:**", 1)[1]
+    for tag in ("`tiny-llama`", "`Example Labs`", "`TinyLlama`", "`Q4_0`", "`1-5B`", "`conc-2`"):
+        assert tag in tags, tag
+    assert "Published reference figures (not measured here)" in text
+
+
+def test_drafter_card_shows_acceptance(metrics):
+    text = card_md(DRAFTER, metrics)
+    assert "## Speculative decoding" in text
+    assert "| Acceptance rate | 0.500 |" in text
+    assert "| Mean acceptance length | 2.600 |" in text
+    assert "| Per position | 0.80 / 0.50 / 0.30 |" in text
+    assert "--spec-type ngram-simple" in text
+    assert "`ngram-simple`" in text
+    assert "## Speculative decoding" not in card_md(BASE, metrics)
+
+
+def test_failed_card_gives_the_reason(metrics):
+    text = card_md(FAILED, metrics)
+    assert "**Status:** failed: ServerError: llama-server exited with code 1" in text
+    assert "gguf_init_from_file: invalid magic characters" in text  # full reason in the notes
+    assert "| Completed | 0/6, 2 errors" in text
+    assert "Errors by reason: connection: 2." in text
+    assert "`failed`" in text
+
+
+def test_blocked_card_is_written_without_a_run(metrics):
+    text = card_md(BLOCKED, metrics)
+    assert "**Status:** blocked: a test cell that is listed, never run" in text
+    assert "No server was launched for this cell." in text
+    assert "python -m workflow_scripts.loadgen" in text  # the client command is still known
+    assert "| Decode tok/s | — |" in text
+
+
+@pytest.mark.parametrize("cell_id", [BASE, DRAFTER, FAILED, BLOCKED])
+def test_write_card_writes_markdown_html_and_plots(tmp_path, metrics, cell_id):
+    source = cell_files(cell_id)
+    if cell_id == BLOCKED:
+        source = tmp_path / "cells" / BLOCKED  # written by the cell rule's write_blocked
+    out_dir = tmp_path / "out" / cell_id
+    out = {
+        "card_md": out_dir / "card.md",
+        "card_html": out_dir / "card.html",
+        "latency_plot": out_dir / "latency.png",
+        "memory_plot": out_dir / "memory.png",
+    }
+    cards.write_card(
+        cell_by_id(cell_id),
+        source / "metrics.json",
+        source / "requests.jsonl",
+        source / "memory.csv",
+        out,
+    )
+    for name in ("latency", "memory"):
+        assert (out_dir / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+        assert b"<svg" in (out_dir / f"{name}.svg").read_bytes()[:2000]
+    md = out["card_md"].read_text()
+    assert md.startswith(f"# {cell_id}\n")
+    html = out["card_html"].read_text()
+    assert html.count('src="data:image/png;base64,') == 2
+    assert f"<title>{cell_id}</title>" in html
+    status = json.loads((source / "metrics.json").read_text())["status"]
+    assert f"<strong>Status:</strong> {status}" in html
+
+
+@pytest.mark.parametrize(
+    ("parameters", "bucket"),
+    [("270M", "<1B"), ("1.1B", "1-5B"), ("12B", "5-15B"), ("70b", "40-100B"), ("MTP head", None)],
+)
+def test_parameter_bucket(parameters, bucket):
+    assert cards.parameter_bucket(parameters) == bucket
+
+
+def test_report_labels_name_the_cell():
+    labels = cards.report_labels(cell_by_id(DRAFTER), "result card")
+    assert labels == {
+        "cell": DRAFTER,
+        "engine": "llamacpp-local",
+        "quant": "q4_0",
+        "drafter": "ngram",
+        "workload": "c2",
+        "figure": "result card",
+    }

@@ -1,0 +1,139 @@
+"""Summary, index and spec-gain tables from done, failed and blocked metrics; published
+reference figures in their own columns."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from tests.outputs_helpers import (
+    BASE,
+    BASE_C4,
+    BLOCKED,
+    DRAFTER,
+    FAILED,
+    REPO,
+    fixture_cells,
+    fixture_metrics,
+)
+from workflow_scripts import aggregate
+from workflow_scripts.matrix import load_cells
+
+
+@pytest.fixture
+def cells():
+    return fixture_cells()
+
+
+@pytest.fixture
+def metrics(tmp_path):
+    return fixture_metrics(tmp_path)
+
+
+@pytest.fixture
+def summary(metrics, cells):
+    return aggregate.summary_table(list(metrics.values()), cells).set_index("cell")
+
+
+def test_summary_lists_every_cell_in_config_order_with_status_and_reason(metrics, cells):
+    frame = aggregate.summary_table(list(metrics.values()), cells)
+    assert list(frame["cell"]) == [cell["id"] for cell in cells]
+    rows = frame.set_index("cell")
+    assert rows.loc[BASE, "status"] == "done"
+    assert rows.loc[BASE, "decode_tok_s"] == pytest.approx(metrics[BASE]["decode_tok_s"])
+    assert rows.loc[BASE, "ttft_median_ms"] == pytest.approx(metrics[BASE]["ttft_ms"]["median"])
+    assert rows.loc[BASE, "peak_mem_gib"] == pytest.approx(metrics[BASE]["mem"]["peak_delta_gib"])
+    assert rows.loc[DRAFTER, "acceptance_length"] == pytest.approx(2.6)
+    assert rows.loc[FAILED, "status"] == "failed"
+    assert rows.loc[FAILED, "reason"] == (
+        "ServerError: llama-server exited with code 1 before it was ready"
+    )
+    assert rows.loc[BLOCKED, "status"] == "blocked"
+    assert rows.loc[BLOCKED, "reason"] == "a test cell that is listed, never run"
+    assert set(aggregate.SUMMARY_COLUMNS) <= set(frame.columns)
+
+
+def test_reference_figures_sit_in_their_own_columns(summary, metrics):
+    assert summary.loc[BASE, "ref_decode_tok_s"] == 120.0
+    assert summary.loc[BASE, "ref_prefill_tok_s"] == 900.0
+    assert summary.loc[BASE, "ref_note"] == "invented for the tests"
+    # the measured column keeps the measurement, never the published figure
+    assert summary.loc[BASE, "decode_tok_s"] == pytest.approx(metrics[BASE]["decode_tok_s"])
+    assert summary.loc[BASE, "decode_tok_s"] != 120.0
+    assert math.isnan(summary.loc[DRAFTER, "ref_decode_tok_s"])
+
+
+def test_extra_reference_keys_get_ref_columns():
+    cell = fixture_cells()[0]
+    cell["reference"] = {"decode_tok_s": 1.0, "req_per_s": 3.352, "source": "a paper"}
+    frame = aggregate.summary_table([], [cell])
+    assert {"ref_req_per_s", "ref_source", "ref_decode_tok_s"} <= set(frame.columns)
+    assert frame.loc[0, "ref_req_per_s"] == 3.352
+    assert frame.loc[0, "status"] == aggregate.NOT_RUN
+
+
+def test_index_view_has_the_seed_columns_and_says_what_happened(summary, cells):
+    index = aggregate.index_table(summary.reset_index(), cells).set_index("Configuration")
+    assert list(index.reset_index().columns) == [
+        *aggregate.INDEX_COLUMNS,
+        aggregate.INDEX_REFERENCE_COLUMN,
+    ]
+    assert index.loc[BASE, "Completed"] == "6/6"
+    assert index.loc[BASE, "Ctx"] == 4096
+    assert index.loc[BASE, "Conc"] == 2
+    assert index.loc[BASE, "Decode tok/s"] == f"{summary.loc[BASE, 'decode_tok_s']:.2f}"
+    assert index.loc[BASE, aggregate.INDEX_REFERENCE_COLUMN] == "120.00"
+    assert index.loc[DRAFTER, "Engine (+speculative)"] == (
+        "llamacpp-local + ngram (ngram-simple, n_max 8)"
+    )
+    assert index.loc[FAILED, "Status"].startswith("failed: ServerError: llama-server exited")
+    assert index.loc[FAILED, "Completed"] == "0/6, 2 errors"
+    assert index.loc[FAILED, "Decode tok/s"] == ""
+    assert index.loc[BLOCKED, "Status"] == "blocked: a test cell that is listed, never run"
+
+
+def test_index_without_references_has_no_published_column(metrics, cells):
+    for cell in cells:
+        cell["reference"] = {}
+    frame = aggregate.summary_table(list(metrics.values()), cells)
+    assert list(aggregate.index_table(frame, cells).columns) == aggregate.INDEX_COLUMNS
+
+
+def test_spec_gain_pairs_each_drafter_with_its_base(metrics, cells):
+    merged = aggregate.merge_with_cells(list(metrics.values()), cells)
+    gain = aggregate.spec_gain_table(merged).set_index("drafter_cell")
+    expected = 100 * (metrics[DRAFTER]["decode_tok_s"] / metrics[BASE]["decode_tok_s"] - 1)
+    assert gain.loc[DRAFTER, "base_cell"] == BASE
+    assert gain.loc[DRAFTER, "decode_gain_pct"] == pytest.approx(expected)
+    assert gain.loc[DRAFTER, "flags"] == ""
+    assert gain.loc[BLOCKED, "base_cell"] == BASE_C4
+    assert gain.loc[BLOCKED, "flags"] == "a cell of the pair did not finish"
+    assert pd.isna(gain.loc[BLOCKED, "decode_gain_pct"])
+
+
+def test_write_tables_writes_every_file_and_links_the_cards(tmp_path, metrics, cells):
+    out = {
+        f"{name}_{ext}": tmp_path / f"{name}.{ext}"
+        for name in ("summary", "index", "spec_gain")
+        for ext in ("csv", "md")
+    }
+    aggregate.write_tables(list(metrics.values()), cells, out)
+    for path in out.values():
+        assert path.stat().st_size > 0, path
+    index_md = (tmp_path / "index.md").read_text()
+    assert f"[{FAILED}](../cells/{FAILED}/card.md)" in index_md
+    assert "blocked: a test cell that is listed, never run" in index_md
+    rows = pd.read_csv(tmp_path / "summary.csv")
+    assert len(rows) == len(cells)
+    assert "ServerError" in (tmp_path / "summary.md").read_text()
+
+
+def test_optional_figures_follow_the_matrix(cells):
+    assert aggregate.optional_summary_figures(cells) == [
+        "throughput_vs_concurrency",
+        "measured_vs_reference",
+    ]
+    default = [cell.to_dict() for cell in load_cells(REPO / "config.yaml")]
+    assert aggregate.optional_summary_figures(default) == []

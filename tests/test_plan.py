@@ -1,0 +1,176 @@
+"""The plan command: exact server and client commands per cell, nothing run. The two published
+GB10 commands (REFERENCE.md) must come out token for token, but for the differences listed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+from engine_helpers import REPO
+
+from workflow_scripts.matrix import load_cells
+from workflow_scripts.plan import main
+
+SEED_CONFIG = REPO / "configs" / "gb10-gemma4.yaml"
+
+# As published (REFERENCE.md, "The two server commands as published"), line breaks joined.
+PUBLISHED_LLAMACPP_MTP = (
+    "docker run --gpus all -p 8081:8081 -v <models>:/models:ro ghcr.io/ggml-org/llama.cpp:full-cuda"
+    " --server -m /models/gemma-4-12b-it-Q4_K_M.gguf -ngl 99 -c 65536 --parallel 32 -cb"
+    " --model-draft /models/MTP/gemma-4-12b-it-Q8_0-MTP.gguf --spec-type draft-mtp"
+    " --spec-draft-n-max 4 -fa on --host 0.0.0.0 --port 8081"
+)
+PUBLISHED_VLLM_MTP = (
+    "docker run -d --gpus all --ipc=host -p 8000:8000"
+    " -v ~/.cache/huggingface:/root/.cache/huggingface"
+    " vllm/vllm-openai:nightly-aarch64 RedHatAI/gemma-4-12B-it-NVFP4 --host 0.0.0.0 --port 8000"
+    " --max-model-len 65536 --gpu-memory-utilization 0.85 --max-num-seqs 32"
+    " --speculative-config"
+    """ '{"method":"mtp","model":"google/gemma-4-12B-it-assistant","num_speculative_tokens":3}'"""
+)
+LLAMACPP_MTP_CELL = "gemma-4-12b__llamacpp-cuda__q4_k_m-unsloth__mtp__sharegpt-c32"
+VLLM_MTP_CELL = "gemma-4-12b__vllm-nightly__nvfp4__mtp-assistant__sharegpt-c32"
+
+
+@pytest.fixture
+def plain_env(monkeypatch, tmp_path):
+    """No manifests (a fresh checkout), the default hub cache, no token."""
+    for name in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+
+def plans(capsys, *args: str) -> dict[str, dict]:
+    assert main(["--configfile", str(SEED_CONFIG), "--json", *args]) == 0
+    out = capsys.readouterr().out
+    return {p["cell"]: p for p in map(json.loads, out.splitlines())}
+
+
+def printed_server_line(capsys, cell: str) -> str:
+    assert main(["--configfile", str(SEED_CONFIG), "--cell", cell]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return lines[lines.index("# server") + 1]
+
+
+def without(tokens: list[str], *pairs: tuple[str, ...]) -> list[str]:
+    """Drop each listed run of tokens once (they must be there)."""
+    tokens = list(tokens)
+    for run in pairs:
+        for i in range(len(tokens)):
+            if tuple(tokens[i : i + len(run)]) == run:
+                del tokens[i : i + len(run)]
+                break
+        else:
+            raise AssertionError(f"{run} not in the printed command")
+    return tokens
+
+
+def test_llamacpp_mtp_command_matches_the_published_one(plain_env, capsys):
+    printed = shlex.split(printed_server_line(capsys, LLAMACPP_MTP_CELL), posix=False)
+    published = PUBLISHED_LLAMACPP_MTP.split()
+    # The differences, each justified: the port published on loopback only; a container name
+    # per cell, so teardown is `docker rm -f NAME`; --metrics for the spec-decode counters.
+    name = "llmbench-" + LLAMACPP_MTP_CELL
+    assert without(printed, ("--name", name), ("--metrics",)) == [
+        "127.0.0.1:8081:8081" if t == "8081:8081" else t for t in published
+    ]
+
+
+def test_vllm_mtp_command_matches_the_published_one(plain_env, capsys):
+    printed = shlex.split(printed_server_line(capsys, VLLM_MTP_CELL))
+    published = shlex.split(PUBLISHED_VLLM_MTP)
+    name = "llmbench-" + VLLM_MTP_CELL
+    assert without(printed, ("--name", name)) == [
+        "127.0.0.1:8000:8000" if t == "8000:8000" else t for t in published
+    ]
+
+
+def test_every_cell_is_planned_and_the_blocked_one_says_why(plain_env, capsys):
+    cells = load_cells(SEED_CONFIG)
+    planned = plans(capsys)
+    assert list(planned) == [c.id for c in cells]
+    assert len(cells) == 11
+    blocked = [p for p in planned.values() if p["blocked"]]
+    assert [p["cell"] for p in blocked] == [
+        "gemma-4-12b__vllm-nightly__nvfp4__eagle3__sharegpt-c32"
+    ]
+    assert "EAGLE3" in blocked[0]["blocked"] and blocked[0]["server"] == []
+    for plan in planned.values():
+        if plan["blocked"]:
+            continue
+        assert plan["server"][:2] == ["docker", "run"]
+        assert plan["teardown"] == ["docker", "rm", "-f", "llmbench-" + plan["cell"]]
+        client = plan["client"]
+        assert client[:3] == ["python", "-m", "workflow_scripts.loadgen"]
+        port = client[client.index("--base-url") + 1].rsplit(":", 1)[1]
+        assert f"127.0.0.1:{port}:" in " ".join(plan["server"])
+        assert client[client.index("--out") + 1] == f"results/cells/{plan['cell']}"
+
+
+def test_published_figures_ride_along_as_reference(plain_env, capsys):
+    planned = plans(capsys)
+    assert planned[LLAMACPP_MTP_CELL]["reference"]["decode_tok_s"] == 202.2
+    assert planned[LLAMACPP_MTP_CELL]["reference"]["errors"] == 18
+    assert planned[VLLM_MTP_CELL]["reference"]["decode_tok_s"] == 782.37
+    assert all(
+        p["reference"].get("decode_tok_s") for p in planned.values() if not p["blocked"]
+    )
+
+
+def test_client_command_for_the_vllm_cell(plain_env, capsys):
+    client = plans(capsys, "--cell", VLLM_MTP_CELL)[VLLM_MTP_CELL]["client"]
+    assert client == [
+        "python", "-m", "workflow_scripts.loadgen", "--base-url", "http://127.0.0.1:8000",
+        "--dataset", "sharegpt", "--num-prompts", "1000", "--concurrency", "32",
+        "--max-seconds", "900", "--max-tokens", "256", "--model", "RedHatAI/gemma-4-12B-it-NVFP4",
+        "--out", f"results/cells/{VLLM_MTP_CELL}",
+    ]
+
+
+def test_fetched_weights_show_their_real_paths_and_revision(plain_env, capsys, tmp_path):
+    sha = "c" * 40
+    weights = tmp_path / "results" / "weights"
+    weights.mkdir(parents=True)
+    (weights / "gemma-4-12b__nvfp4.json").write_text(json.dumps(
+        {"primary": "/hub/snapshot", "revision_sha": sha, "hub_cache": "/data/hf/hub"}))
+    server = plans(capsys, "--cell", VLLM_MTP_CELL)[VLLM_MTP_CELL]["server"]
+    assert "/data/hf:/root/.cache/huggingface" in server
+    assert server[server.index("RedHatAI/gemma-4-12B-it-NVFP4") + 1 : ][:2] == ["--revision", sha]
+
+
+def test_unknown_cell_and_bad_config_exit_2(plain_env, tmp_path, capsys):
+    assert main(["--configfile", str(SEED_CONFIG), "--cell", "nope"]) == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: {}\n")
+    assert main(["--configfile", str(bad)]) == 2
+    assert "config key" in capsys.readouterr().err
+
+
+def test_plan_runs_as_a_module_on_the_default_config():
+    proc = subprocess.run(
+        [sys.executable, "-m", "workflow_scripts.plan", "--configfile", "config.yaml"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("# server") == 4
+    assert "llama-server -m" in proc.stdout and "--spec-type ngram-simple" in proc.stdout
+
+
+def test_snakemake_dry_run_plans_every_non_blocked_cell(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d",
+         str(tmp_path), "--configfile", str(SEED_CONFIG), "--cores", "1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    out = proc.stdout + proc.stderr
+    planned = {line.split("=", 1)[1] for line in map(str.strip, out.splitlines())
+               if line.startswith("wildcards: cell=")}
+    runnable = {c.id for c in load_cells(SEED_CONFIG) if not c.blocked}
+    assert runnable <= planned
+    for engine in ("llamacpp-cuda", "vllm-nightly", "sglang"):
+        assert f"engines/{engine}.json" in out

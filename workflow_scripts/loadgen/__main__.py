@@ -1,0 +1,179 @@
+"""Benchmark any running OpenAI-compatible server from the command line:
+
+    python -m workflow_scripts.loadgen --base-url http://127.0.0.1:8080 --dataset sharegpt \\
+        --num-prompts 100 --concurrency 8 --max-seconds 300 --max-tokens 256 --out results/run1
+
+writes DIR/requests.jsonl (one raw record per request) and DIR/metrics.json (the figures, the
+dataset's sha256 and the exact prompt indices). The API key is read from the environment
+(`--api-key-env`, default OPENAI_API_KEY) and is never written anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..atomic import atomic_open, write_json
+from .client import LoadResult, LoadSpec, run_load
+from .datasets import Dataset, DatasetError, load_dataset
+from .metrics import compute_metrics
+from .wire import Endpoint
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m workflow_scripts.loadgen",
+        description="Streaming load test of an OpenAI-compatible server.",
+    )
+    p.add_argument("--base-url", required=True, help="server root, e.g. http://127.0.0.1:8080")
+    p.add_argument("--dataset", choices=["sharegpt", "random", "jsonl"], default="sharegpt")
+    p.add_argument("--dataset-path", help="the ShareGPT JSON or JSONL file (sharegpt: cached)")
+    p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
+    p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")
+    p.add_argument("--num-prompts", type=int, required=True)
+    p.add_argument("--concurrency", type=int, required=True)
+    p.add_argument("--request-rate", type=float, default=None, help="Poisson arrivals, req/s")
+    p.add_argument("--arrival-seed", type=int, default=0)
+    p.add_argument("--max-seconds", type=float, default=None, help="no new request after this")
+    p.add_argument("--grace-s", type=float, default=30.0, help="in-flight time after the cap")
+    p.add_argument("--request-timeout-s", type=float, default=600.0)
+    p.add_argument("--max-tokens", type=int, required=True)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
+    p.add_argument("--model", default=None, help="default: the first id of GET /v1/models")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the key")
+    p.add_argument("--warmup-requests", type=int, default=1)
+    p.add_argument("--processes", type=int, default=1, help="client processes sharing the load")
+    p.add_argument("--slo-ttft-ms", type=float, default=None, help="goodput: TTFT limit")
+    p.add_argument("--slo-tpot-ms", type=float, default=None, help="goodput: TPOT limit")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--out", required=True, help="directory for metrics.json and requests.jsonl")
+    return p.parse_args(argv)
+
+
+def served_model(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> str | None:
+    """The first model id the server lists, or None when it lists none (or has no such route)."""
+    ep = Endpoint.from_base_url(base_url)
+    conn_cls = http.client.HTTPSConnection if ep.scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(ep.host, ep.port, timeout=timeout_s)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        conn.request("GET", f"{ep.prefix}/v1/models", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            return None
+        data = json.loads(body).get("data") or []
+        return data[0].get("id") if data else None
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def dataset_from_args(args: argparse.Namespace) -> Dataset:
+    spec: dict[str, Any] = {"kind": args.dataset, "shuffle_seed": args.shuffle_seed}
+    if args.dataset_path:
+        spec["path"] = args.dataset_path
+    if args.dataset == "random":
+        spec["input_len"] = args.input_len
+    if args.dataset == "jsonl" and not args.dataset_path:
+        raise DatasetError("--dataset jsonl needs --dataset-path")
+    return load_dataset(spec, args.num_prompts)
+
+
+def summary(
+    args: argparse.Namespace, spec: LoadSpec, dataset: Dataset, load: LoadResult
+) -> dict[str, Any]:
+    """metrics.json: the DESIGN.md names for what a load test alone can know."""
+    slo = {k: v for k, v in (("ttft_ms", args.slo_ttft_ms), ("tpot_ms", args.slo_tpot_ms)) if v}
+    metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap, slo=slo or None)
+    done = metrics["completed"] > 0
+    return {
+        "status": "done" if done else "failed",
+        "reason": None if done else f"no request completed ({metrics['errors_by_reason']})",
+        "base_url": args.base_url,
+        "model": spec.model,
+        "concurrency": spec.concurrency,
+        "num_prompts": len(dataset.prompts),
+        **metrics,
+        "not_started": load.not_started,
+        "dataset": {"kind": args.dataset, "source": dataset.source, "note": dataset.note},
+        "dataset_sha256": dataset.sha256,
+        "prompt_indices": [p.index for p in dataset.prompts],
+        "load": spec.public(),
+        "clock_origin_s": load.clock_origin_s,
+        "started_at": _iso(load.started_at),
+        "finished_at": _iso(load.finished_at),
+        "host": {
+            "hostname": platform.node(),
+            "cpu_count": os.cpu_count(),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+        },
+    }
+
+
+def _iso(epoch_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
+def write_results(out: Path, result: dict[str, Any], load: LoadResult) -> None:
+    """requests.jsonl first, metrics.json last: a metrics.json means the run is whole."""
+    with atomic_open(out / "requests.jsonl") as handle:
+        for record in load.records:
+            handle.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+    write_json(out / "metrics.json", result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    api_key = os.environ.get(args.api_key_env) or None
+    try:
+        dataset = dataset_from_args(args)
+    except (DatasetError, OSError) as exc:
+        print(f"dataset: {exc}", file=sys.stderr)
+        return 2
+    model = args.model or served_model(args.base_url, api_key)
+    if model is None:
+        print("note: the server lists no model; requests carry no model name", file=sys.stderr)
+    spec = LoadSpec(
+        base_url=args.base_url,
+        concurrency=args.concurrency,
+        max_tokens=args.max_tokens,
+        model=model,
+        endpoint=args.endpoint,
+        temperature=args.temperature,
+        ignore_eos=args.ignore_eos,
+        request_rate=args.request_rate,
+        max_seconds=args.max_seconds,
+        grace_s=args.grace_s,
+        warmup_requests=args.warmup_requests,
+        request_timeout_s=args.request_timeout_s,
+        arrival_seed=args.arrival_seed,
+        processes=args.processes,
+        api_key=api_key,
+    )
+    load = run_load(spec, dataset.prompts, progress=args.progress)
+    result = summary(args, spec, dataset, load)
+    write_results(Path(args.out), result, load)
+    print(
+        f"{result['completed']}/{result['num_prompts']} completed, {result['errors']} errors, "
+        f"{result['incomplete']} incomplete in {result['duration_s']:.1f} s: "
+        f"decode {result['decode_tok_s']:.1f} tok/s, prefill {result['prefill_tok_s']:.1f} tok/s"
+        f" -> {args.out}",
+        file=sys.stderr,
+    )
+    return 0 if result["status"] == "done" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

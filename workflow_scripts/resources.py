@@ -1,0 +1,56 @@
+"""What a cell asks of the machine or cluster it runs on: GPUs, memory, wall time, CPUs and,
+on Slurm, partition, account and extra sbatch flags.
+
+Resources say where a cell runs, never what it measures, so they are split off the config
+before cells are built: editing them reruns nothing. Each cell's resources are the matrix-wide
+`resources`, overridden by its engine's, overridden by its `cells` entry's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .matrix import build_cells
+
+SIZES = ("gpu", "mem_mb", "runtime", "cpus_per_task")
+PLACEMENT = ("slurm_partition", "slurm_account", "slurm_extra")
+# A blocked cell only writes its reason: it must never wait in a queue for a GPU.
+BLOCKED_SIZES = {"gpu": 0, "cpus_per_task": 1, "mem_mb": 1024, "runtime": 5}
+
+
+def merge_resources(*layers: dict[str, Any] | None) -> dict[str, Any]:
+    """Later layers win, key by key."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer or {})
+    return merged
+
+
+def resources_by_cell(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Cell id -> its resources, for a validated config (defaults filled in)."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in config["cells"]:
+        for cell in build_cells({**config, "cells": [entry]}):
+            resources = merge_resources(
+                config.get("resources"),
+                config["engines"][cell.engine].get("resources"),
+                entry.get("resources"),
+            )
+            if cell.blocked:
+                resources.update(BLOCKED_SIZES)
+            out[cell.id] = resources
+    return out
+
+
+def without_resources(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with every `resources` block removed: what the cells' settings are built from."""
+    stripped = {key: value for key, value in config.items() if key != "resources"}
+    stripped["engines"] = {
+        name: {key: value for key, value in engine.items() if key != "resources"}
+        for name, engine in config["engines"].items()
+    }
+    stripped["cells"] = [
+        {key: value for key, value in entry.items() if key != "resources"}
+        for entry in config["cells"]
+    ]
+    return stripped
