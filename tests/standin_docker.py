@@ -161,6 +161,8 @@ def cmd_inspect(args: list[str]) -> int:
         print("true" if _running(info["pid"]) else "false")
     elif fmt == "{{.Image}}":
         print(_images()[info["image"]]["id"])
+    elif fmt == "{{.State.Pid}}":
+        print(info["pid"] if _running(info["pid"]) else 0)
     else:
         print(json.dumps(info))
     return 0

@@ -30,8 +30,11 @@ def slow_stream_handler(standin, chunks: int, gap_s: float):
                 writer.write(standin.event(standin.content("tok")))
                 await writer.drain()
                 await asyncio.sleep(gap_s)
-            writer.write(standin.event(standin.usage(2, chunks)) + standin.event(b"[DONE]")
-                         + standin.chunk(b""))
+            writer.write(
+                standin.event(standin.usage(2, chunks))
+                + standin.event(b"[DONE]")
+                + standin.chunk(b"")
+            )
             await writer.drain()
 
     return handler
@@ -39,8 +42,9 @@ def slow_stream_handler(standin, chunks: int, gap_s: float):
 
 def test_in_flight_requests_are_cancelled_after_grace_and_counted_incomplete(standin):
     url = standin.start(slow_stream_handler(standin, chunks=10_000, gap_s=0.02))
-    spec = LoadSpec(base_url=url, concurrency=2, max_tokens=8, warmup_requests=0,
-                    max_seconds=0.3, grace_s=0.3)
+    spec = LoadSpec(
+        base_url=url, concurrency=2, max_tokens=8, warmup_requests=0, max_seconds=0.3, grace_s=0.3
+    )
     begun = time.perf_counter()
     load = run_load(spec, PROMPTS, progress=False)
     wall_s = time.perf_counter() - begun
@@ -59,8 +63,9 @@ def test_in_flight_requests_are_cancelled_after_grace_and_counted_incomplete(sta
 
 def test_requests_that_finish_within_grace_are_completed(standin):
     url = standin.start(slow_stream_handler(standin, chunks=10, gap_s=0.03))  # ~0.3 s answers
-    spec = LoadSpec(base_url=url, concurrency=2, max_tokens=8, warmup_requests=0,
-                    max_seconds=0.1, grace_s=20)
+    spec = LoadSpec(
+        base_url=url, concurrency=2, max_tokens=8, warmup_requests=0, max_seconds=0.1, grace_s=20
+    )
     begun = time.perf_counter()
     load = run_load(spec, PROMPTS, progress=False)
     assert time.perf_counter() - begun < 10  # no waiting out the grace once all are done
@@ -73,8 +78,11 @@ def test_requests_that_finish_within_grace_are_completed(standin):
 
 def test_no_cap_means_every_prompt_runs(standin):
     url = standin.start(slow_stream_handler(standin, chunks=3, gap_s=0.001))
-    load = run_load(LoadSpec(base_url=url, concurrency=3, max_tokens=8, warmup_requests=2),
-                    PROMPTS, progress=False)
+    load = run_load(
+        LoadSpec(base_url=url, concurrency=3, max_tokens=8, warmup_requests=2),
+        PROMPTS,
+        progress=False,
+    )
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
     assert not load.hit_time_cap and load.not_started == 0
     assert metrics["completed"] == len(PROMPTS)
@@ -89,8 +97,14 @@ def test_poisson_arrivals_are_seeded_and_never_early(standin):
     gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
     assert sum(gaps) / len(gaps) == pytest.approx(1 / 50.0, rel=0.1)
     url = standin.start(slow_stream_handler(standin, chunks=2, gap_s=0.001))
-    spec = LoadSpec(base_url=url, concurrency=6, max_tokens=8, warmup_requests=0,
-                    request_rate=20.0, arrival_seed=3)
+    spec = LoadSpec(
+        base_url=url,
+        concurrency=6,
+        max_tokens=8,
+        warmup_requests=0,
+        request_rate=20.0,
+        arrival_seed=3,
+    )
     load = run_load(spec, PROMPTS, progress=False)
     planned = _arrival_offsets(len(PROMPTS), 20.0, 3)
     assert all(r.status == OK for r in load.records)
@@ -99,9 +113,36 @@ def test_poisson_arrivals_are_seeded_and_never_early(standin):
 
 def test_arrivals_after_the_cap_are_not_started(standin):
     url = standin.start(slow_stream_handler(standin, chunks=2, gap_s=0.001))
-    spec = LoadSpec(base_url=url, concurrency=6, max_tokens=8, warmup_requests=0,
-                    request_rate=0.5, arrival_seed=1, max_seconds=0.5, grace_s=1)
+    spec = LoadSpec(
+        base_url=url,
+        concurrency=6,
+        max_tokens=8,
+        warmup_requests=0,
+        request_rate=0.5,
+        arrival_seed=1,
+        max_seconds=0.5,
+        grace_s=1,
+    )
     planned = _arrival_offsets(len(PROMPTS), 0.5, 1)
     load = run_load(spec, PROMPTS, progress=False)
     assert load.hit_time_cap
     assert len(load.records) == sum(1 for t in planned if t < 0.5)
+
+
+def test_the_cap_holds_across_several_processes(standin):
+    url = standin.start(slow_stream_handler(standin, chunks=10_000, gap_s=0.02))
+    spec = LoadSpec(
+        base_url=url,
+        concurrency=4,
+        max_tokens=8,
+        warmup_requests=0,
+        max_seconds=1.0,  # leaves both processes time to take their first prompts
+        grace_s=0.3,
+        processes=2,
+    )
+    load = run_load(spec, PROMPTS, progress=False)
+    metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
+    assert load.hit_time_cap
+    assert (metrics["completed"], metrics["errors"], metrics["incomplete"]) == (0, 0, 4)
+    assert load.not_started == len(PROMPTS) - 4
+    assert sorted(r.index for r in load.records) == [0, 1, 2, 3]

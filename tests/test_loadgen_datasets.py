@@ -19,16 +19,26 @@ from workflow_scripts.loadgen.datasets import (
 
 
 def conversation(i: int, first: str) -> dict:
-    return {"id": f"c{i}", "conversations": [
-        {"from": "human", "value": first}, {"from": "gpt", "value": f"answer {i}"}]}
+    return {
+        "id": f"c{i}",
+        "conversations": [
+            {"from": "human", "value": first},
+            {"from": "gpt", "value": f"answer {i}"},
+        ],
+    }
 
 
 @pytest.fixture
 def truncated_sharegpt(tmp_path):
     """Five whole conversations (one with an empty first turn), then a sixth cut mid-object."""
-    items = [conversation(0, "first question"), conversation(1, "   "),
-             conversation(2, "second question"), {"id": "c3", "conversations": []},
-             conversation(4, "third question"), conversation(5, "never seen")]
+    items = [
+        conversation(0, "first question"),
+        conversation(1, "   "),
+        conversation(2, "second question"),
+        {"id": "c3", "conversations": []},
+        conversation(4, "third question"),
+        conversation(5, "never seen"),
+    ]
     text = json.dumps(items, indent=1)
     cut = text.index('"never seen"') + 5  # inside the sixth object's string
     path = tmp_path / "sharegpt_cut.json"
@@ -42,8 +52,7 @@ def test_truncated_sharegpt_keeps_every_complete_conversation(truncated_sharegpt
     items = list(iter_json_array(truncated_sharegpt.read_text()))
     assert [item["id"] for item in items] == ["c0", "c1", "c2", "c3", "c4"]
     data = load_sharegpt(truncated_sharegpt, 3)
-    assert [p.text for p in data.prompts] == ["first question", "second question",
-                                              "third question"]
+    assert [p.text for p in data.prompts] == ["first question", "second question", "third question"]
     assert [p.index for p in data.prompts] == [0, 1, 2]
     assert data.sha256 == hashlib.sha256(truncated_sharegpt.read_bytes()).hexdigest()
     assert "5 complete conversations" in data.note
@@ -65,7 +74,9 @@ def test_jsonl_prompts_and_errors(tmp_path):
     path.write_text('{"prompt": "one", "output_len": 5}\n\n{"text": "two"}\n')
     data = load_jsonl(path, 2)
     assert [(p.index, p.text, p.expected_output_len) for p in data.prompts] == [
-        (0, "one", 5), (1, "two", None)]
+        (0, "one", 5),
+        (1, "two", None),
+    ]
     assert data.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok"}\n{"prompt": ""}\n')
@@ -79,5 +90,7 @@ def test_random_prompts_are_seeded():
     assert a.prompts != load_random(4, input_len=16, seed=2).prompts
     assert all(len(p.text.split()) == 16 for p in a.prompts)
     texts = [p.text for p in load_dataset({"kind": "random", "input_len": 3}, 2).prompts]
-    assert load_dataset({"kind": "random", "input_len": 3}, 2).sha256 == hashlib.sha256(
-        json.dumps(texts).encode()).hexdigest()
+    assert (
+        load_dataset({"kind": "random", "input_len": 3}, 2).sha256
+        == hashlib.sha256(json.dumps(texts).encode()).hexdigest()
+    )

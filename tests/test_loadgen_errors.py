@@ -41,8 +41,10 @@ def test_http_status(standin):
         while True:
             await standin.read_request(reader)
             body = b'{"error":{"code":400,"message":"the request exceeds the context size"}}'
-            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             await writer.drain()
 
     load, metrics = run(standin.start(handler))
@@ -87,8 +89,13 @@ def test_streamed_error_object(standin, bad_event):
     async def handler(reader, writer):
         while True:
             await standin.read_request(reader)
-            writer.write(standin.sse_head() + standin.event(standin.content("a"))
-                         + standin.chunk(bad_event) + standin.event(b"[DONE]") + standin.chunk(b""))
+            writer.write(
+                standin.sse_head()
+                + standin.event(standin.content("a"))
+                + standin.chunk(bad_event)
+                + standin.event(b"[DONE]")
+                + standin.chunk(b"")
+            )
             await writer.drain()
 
     load, metrics = run(standin.start(handler))
@@ -101,8 +108,12 @@ def test_malformed_sse(standin):
     async def handler(reader, writer):
         while True:
             await standin.read_request(reader)
-            writer.write(standin.sse_head() + standin.event(b'{"choices": [ truncated')
-                         + standin.event(b"[DONE]") + standin.chunk(b""))
+            writer.write(
+                standin.sse_head()
+                + standin.event(b'{"choices": [ truncated')
+                + standin.event(b"[DONE]")
+                + standin.chunk(b"")
+            )
             await writer.drain()
 
     load, metrics = run(standin.start(handler))

@@ -27,8 +27,10 @@ def answering(standin, connections: list, after_answer):
         connections.append(1)
         while True:
             await standin.read_request(reader)
-            writer.write(standin.sse_head("Keep-Alive: timeout=5, max=100\r\n")
-                         + standin.whole_stream(["a", "b", "c"]))
+            writer.write(
+                standin.sse_head("Keep-Alive: timeout=5, max=100\r\n")
+                + standin.whole_stream(["a", "b", "c"])
+            )
             await writer.drain()
             if not await after_answer(reader, writer):
                 return
@@ -72,8 +74,7 @@ def test_server_that_closes_idle_connections(standin):
         return False  # a request came fast enough; this stand-in still closes after it
 
     url = standin.start(answering(standin, connections, close_when_idle))
-    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=0,
-                    request_rate=60.0)
+    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=0, request_rate=60.0)
     load = run_load(spec, PROMPTS, progress=False)
     check_clean(load, spec)
 
@@ -127,4 +128,6 @@ def test_several_processes_merge_into_one_run(standin):
     assert [r.index for r in measured] == list(range(len(PROMPTS)))  # each prompt exactly once
     assert [r.prompt_index for r in measured] == [p.index for p in PROMPTS]
     assert all(r.sent_s >= 0 for r in measured)  # one clock origin for every process
-    assert len(connections) == 4 + 1
+    # at most one connection per worker and warmup request (a worker whose process started
+    # after the queue ran dry opens none)
+    assert len(connections) <= 4 + 1

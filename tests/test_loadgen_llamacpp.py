@@ -39,8 +39,22 @@ def llama_server(tmp_path_factory):
     binary = build_llama_server(LlamaCppBuild())["binary"]
     model = fetch_weights(SMOLLM2_WEIGHTS, workdir / "weights.json")["primary"]
     port = free_port()
-    argv = [binary, "-m", model, "-c", "8192", "--parallel", "4", "-t", "1", "--metrics",
-            "--host", "127.0.0.1", "--port", str(port)]
+    argv = [
+        binary,
+        "-m",
+        model,
+        "-c",
+        "8192",
+        "--parallel",
+        "4",
+        "-t",
+        "1",
+        "--metrics",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -84,8 +98,9 @@ def test_token_counts_agree_with_the_server(llama_server, concurrency):
     counters. Concurrency 8 > 4 slots: requests queue in the server, still no errors."""
     prompts = load_dataset({"kind": "sharegpt"}, 8).prompts
     before = counters(llama_server)
-    spec = LoadSpec(base_url=llama_server, concurrency=concurrency, max_tokens=16,
-                    warmup_requests=1)
+    spec = LoadSpec(
+        base_url=llama_server, concurrency=concurrency, max_tokens=16, warmup_requests=1
+    )
     load = run_load(spec, prompts, progress=False)
     after = counters(llama_server)
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
@@ -105,11 +120,31 @@ def test_cli_on_sharegpt(llama_server, tmp_path):
     out = tmp_path / "run"
     before = counters(llama_server)
     proc = subprocess.run(
-        [sys.executable, "-m", "workflow_scripts.loadgen", "--base-url", llama_server,
-         "--dataset", "sharegpt", "--num-prompts", "6", "--concurrency", "3",
-         "--max-seconds", "60", "--max-tokens", "12", "--warmup-requests", "0",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=180, env=dict(os.environ),
+        [
+            sys.executable,
+            "-m",
+            "workflow_scripts.loadgen",
+            "--base-url",
+            llama_server,
+            "--dataset",
+            "sharegpt",
+            "--num-prompts",
+            "6",
+            "--concurrency",
+            "3",
+            "--max-seconds",
+            "60",
+            "--max-tokens",
+            "12",
+            "--warmup-requests",
+            "0",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=dict(os.environ),
     )
     assert proc.returncode == 0, proc.stderr
     after = counters(llama_server)
@@ -118,8 +153,10 @@ def test_cli_on_sharegpt(llama_server, tmp_path):
     assert metrics["prompt_indices"] == list(range(6))
     assert len(metrics["dataset_sha256"]) == 64
     assert metrics["model"].endswith(".gguf")  # llama-server lists its model file
-    assert metrics["completion_tokens"] == after["tokens_predicted_total"] - before[
-        "tokens_predicted_total"]
+    assert (
+        metrics["completion_tokens"]
+        == after["tokens_predicted_total"] - before["tokens_predicted_total"]
+    )
     assert metrics["decode_tok_s"] > 0 and metrics["ttft_ms"]["median"] > 0
     lines = (out / "requests.jsonl").read_text().splitlines()
     assert len(lines) == 6

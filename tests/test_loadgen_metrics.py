@@ -37,16 +37,27 @@ def content(text, field="content") -> dict:
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}  # noqa: E501
+    return {
+        "choices": [],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
 
 
 def stream_a() -> list[tuple[bytes, float]]:
     """Role chunk, three content chunks (the last carries two tokens), usage, [DONE]."""
     return [
-        (HEAD + event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]}), 0.010),  # noqa: E501
+        (
+            HEAD
+            + event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]}),
+            0.010,
+        ),
         (event(content("Hello")), 0.100),
         (event(content(" world")), 0.150),
-        (event(content("!!")) + event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}), 0.300),  # noqa: E501
+        (
+            event(content("!!"))
+            + event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+            0.300,
+        ),
         (event(usage(7, 4)), 0.310),
         (event(b"[DONE]"), 0.320),
         (chunk(b""), 0.321),
@@ -88,13 +99,29 @@ def test_one_stream_gives_ttft_chunks_tokens_and_e2e():
 def test_metrics_of_a_run_by_hand():
     a = record_from(stream_a(), sent_s=0.0, index=0)
     b = record_from(stream_b(), sent_s=0.2, index=1)
-    failed = RequestRecord(index=2, prompt_index=2, status=ERROR, error="http_500", sent_s=0.1,
-                           e2e_s=0.05)
-    cut = RequestRecord(index=3, prompt_index=3, status=INCOMPLETE, sent_s=0.3, e2e_s=0.05,
-                        chunk_times_s=[0.01, 0.02])
-    warm = RequestRecord(index=-1, prompt_index=-1, status=OK, warmup=True, sent_s=-5.0,
-                         e2e_s=9.0, ttft_s=1.0, chunk_times_s=[1.0], prompt_tokens=100,
-                         completion_tokens=100)
+    failed = RequestRecord(
+        index=2, prompt_index=2, status=ERROR, error="http_500", sent_s=0.1, e2e_s=0.05
+    )
+    cut = RequestRecord(
+        index=3,
+        prompt_index=3,
+        status=INCOMPLETE,
+        sent_s=0.3,
+        e2e_s=0.05,
+        chunk_times_s=[0.01, 0.02],
+    )
+    warm = RequestRecord(
+        index=-1,
+        prompt_index=-1,
+        status=OK,
+        warmup=True,
+        sent_s=-5.0,
+        e2e_s=9.0,
+        ttft_s=1.0,
+        chunk_times_s=[1.0],
+        prompt_tokens=100,
+        completion_tokens=100,
+    )
     m = compute_metrics([warm, a, b, failed, cut], hit_time_cap=True)
     assert (m["completed"], m["errors"], m["incomplete"]) == (2, 1, 1)
     assert m["errors_by_reason"] == {"http_500": 1}
@@ -156,13 +183,20 @@ def test_missing_usage_falls_back_to_chunk_count_and_says_so():
 
 
 def test_reasoning_content_and_completions_text_count_as_tokens():
-    reasoning = [(HEAD, 0.0), (event(content("think", "reasoning_content")), 0.2),
-                 (event(content("answer")), 0.3), (event(b"[DONE]") + chunk(b""), 0.4)]
+    reasoning = [
+        (HEAD, 0.0),
+        (event(content("think", "reasoning_content")), 0.2),
+        (event(content("answer")), 0.3),
+        (event(b"[DONE]") + chunk(b""), 0.4),
+    ]
     r = record_from(reasoning)
     assert r.ttft_s == 0.2 and r.content_chunks == 2
-    text = [(HEAD, 0.0), (event({"choices": [{"index": 0, "text": ""}]}), 0.1),
-            (event({"choices": [{"index": 0, "text": "hi"}]}), 0.2),
-            (event(b"[DONE]") + chunk(b""), 0.3)]
+    text = [
+        (HEAD, 0.0),
+        (event({"choices": [{"index": 0, "text": ""}]}), 0.1),
+        (event({"choices": [{"index": 0, "text": "hi"}]}), 0.2),
+        (event(b"[DONE]") + chunk(b""), 0.3),
+    ]
     t = record_from(text)
     assert t.ttft_s == 0.2 and t.content_chunks == 1  # empty text is not a token
 
@@ -179,9 +213,11 @@ def test_any_split_of_the_bytes_gives_the_same_record():
 
 
 def test_sse_details_multiline_data_comments_and_crlf():
-    multi = b"data: {\"choices\": [{\"index\": 0,\r\ndata:  \"delta\": {\"content\": \"x\"}}]}\r\n\r\n"
-    packets = [(HEAD + chunk(b": keep-alive ping\n\n") + chunk(multi), 0.1),
-               (event(b"[DONE]") + chunk(b""), 0.2)]
+    multi = b'data: {"choices": [{"index": 0,\r\ndata:  "delta": {"content": "x"}}]}\r\n\r\n'
+    packets = [
+        (HEAD + chunk(b": keep-alive ping\n\n") + chunk(multi), 0.1),
+        (event(b"[DONE]") + chunk(b""), 0.2),
+    ]
     r = record_from(packets)
     assert r.status == OK and r.chunk_times_s == [0.1]
 
@@ -195,13 +231,17 @@ def test_bodies_framed_by_length_or_by_close():
     by_close = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
     body_no_done = b"data: " + json.dumps(content("x")).encode() + b"\n\n"
     r2 = RequestRecord(0, 0)
-    reader2 = read_response(r2, [(by_close + body_no_done, 0.1)], eof_s=0.3)
+    read_response(r2, [(by_close + body_no_done, 0.1)], eof_s=0.3)
     assert r2.status == OK and r2.e2e_s == 0.3 and r2.completion_tokens == 1
 
 
 def test_a_non_streamed_json_answer_is_one_chunk():
-    body = json.dumps({"choices": [{"index": 0, "message": {"content": "hi there"}}],
-                       "usage": {"prompt_tokens": 4, "completion_tokens": 2}}).encode()
+    body = json.dumps(
+        {
+            "choices": [{"index": 0, "message": {"content": "hi there"}}],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 2},
+        }
+    ).encode()
     head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
     r = RequestRecord(0, 0)
     read_response(r, [(head % len(body) + body, 0.4)])
@@ -232,10 +272,16 @@ def test_keep_alive_follows_the_response_headers():
 @pytest.mark.parametrize(
     ("packets", "reason"),
     [
-        ([(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy", 0.1)],
-         "http_503"),
-        ([(HEAD + event(content("a")) + event({"error": {"message": "boom", "code": 500}}), 0.1)],
-         "stream_error"),
+        ([(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy", 0.1)], "http_503"),
+        (
+            [
+                (
+                    HEAD + event(content("a")) + event({"error": {"message": "boom", "code": 500}}),
+                    0.1,
+                )
+            ],
+            "stream_error",
+        ),
         ([(HEAD + event({"object": "error", "message": "vllm style"}), 0.1)], "stream_error"),
         ([(HEAD + chunk(b'error: {"code":500,"message":"llama"}\n\n'), 0.1)], "stream_error"),
         ([(HEAD + chunk(b"event: error\ndata: oops\n\n"), 0.1)], "stream_error"),

@@ -42,7 +42,7 @@ def test_done_card_has_the_published_fields(metrics):
         "| Company | Example Labs |",
         "| Family | TinyLlama |",
         "| Parameters | 1.1B |",
-        "| Engine (+ speculative) | llamacpp-local; adapter `llamacpp`, binary llama-server |",
+        "| Engine (+ speculative) | llamacpp-local; adapter llamacpp, binary llama-server |",
         "| Quant / precision | q4_0 |",
         "| Why this quant | the smallest legacy quant of the model |",
         "| Download | local file weights/tiny-llama-q4_0.gguf |",
@@ -52,7 +52,7 @@ def test_done_card_has_the_published_fields(metrics):
         assert field in text, field
     assert "**Status:** done" in text
     decode = metrics[BASE]["decode_tok_s"]
-    assert f"| Decode tok/s | {decode:.2f} | 120.00 | Σ completion tokens" in text
+    assert f"| Decode tok/s | {decode:.2f} | 120.0 | Σ completion tokens" in text
     assert "| Completed | 6/6, 0 errors, 0 incomplete" in text
 
 
@@ -159,3 +159,39 @@ def test_report_labels_name_the_cell():
         "workload": "c2",
         "figure": "result card",
     }
+
+
+def test_client_command_is_what_the_load_generator_accepts(metrics):
+    from workflow_scripts.loadgen.__main__ import parse_args
+
+    argv = cards.client_command(cell_by_id(BASE), metrics[BASE], "out")
+    assert argv[:3] == ["python", "-m", "workflow_scripts.loadgen"]
+    args = parse_args(argv[3:])
+    assert (args.base_url, args.dataset, args.num_prompts, args.concurrency) == (
+        "http://127.0.0.1:40123",
+        "sharegpt",
+        6,
+        2,
+    )
+    assert (args.max_tokens, args.max_seconds, args.grace_s, args.warmup_requests) == (
+        16,
+        60,
+        5,
+        1,
+    )
+    assert args.out == f"out/cells/{BASE}"
+
+
+def test_card_records_the_image_digest_of_a_docker_engine(metrics):
+    docker_run = {
+        **metrics[BASE],
+        "engine_info": {
+            "image": "vllm/vllm-openai:nightly-aarch64",
+            "repo_digests": ["vllm/vllm-openai@sha256:" + "a" * 64],
+            "image_id": "sha256:" + "b" * 64,
+        },
+        "container_image_id": "sha256:" + "b" * 64,
+    }
+    text = cards.render_markdown(cards.build_card(cell_by_id(BASE), docker_run))
+    assert "| Image digest | vllm/vllm-openai@sha256:" + "a" * 64 + " |" in text
+    assert "| Container's image id | sha256:" + "b" * 64 + " |" in text

@@ -13,13 +13,31 @@ from tests.outputs_helpers import BASE, BLOCKED, CONFIG, REPO
 GB10 = REPO / "configs" / "gb10-gemma4.yaml"
 VLLM_MTP = "gemma-4-12b__vllm-nightly__nvfp4__mtp-assistant__sharegpt-c32"
 # REFERENCE.md's published decode tok/s, one per unblocked cell.
-PUBLISHED_DECODE_TOK_S = [195.25, 159.29, 153.02, 202.2, 145.48, 49.24, 503.81, 782.37, 386.56,
-                          399.82]  # fmt: skip
+PUBLISHED_DECODE_TOK_S = [
+    195.25,
+    159.29,
+    153.02,
+    202.2,
+    145.48,
+    49.24,
+    503.81,
+    782.37,
+    386.56,
+    399.82,
+]
 
 
 def reference_only(configfile, out, cwd) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "workflow_scripts.aggregate", "--configfile", str(configfile),
-            "--reference-only", "--out", str(out)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "workflow_scripts.aggregate",
+        "--configfile",
+        str(configfile),
+        "--reference-only",
+        "--out",
+        str(out),
+    ]
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -27,9 +45,15 @@ def test_reference_only_lists_published_figures_without_running(tmp_path):
     proc = reference_only(CONFIG, tmp_path / "ref", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "ref").iterdir()) == [
-        "index.csv", "index.md", "reference.csv", "reference.md", "spec_gain.csv",
-        "spec_gain.md", "summary.csv", "summary.md",
-    ]  # fmt: skip
+        "index.csv",
+        "index.md",
+        "reference.csv",
+        "reference.md",
+        "spec_gain.csv",
+        "spec_gain.md",
+        "summary.csv",
+        "summary.md",
+    ]
     assert not (tmp_path / "results").exists()  # nothing ran, nothing was measured
     reference = pd.read_csv(tmp_path / "ref" / "reference.csv").set_index("cell")
     assert reference.loc[BASE, "decode_tok_s"] == 120.0

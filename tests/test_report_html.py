@@ -31,8 +31,20 @@ TITLE = "LLM serving benchmark matrix"
 
 
 def snakemake(workdir, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
-            "--configfile", str(workdir / "matrix.yaml"), "--cores", "1", *extra]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "matrix.yaml"),
+        "--cores",
+        "1",
+        *extra,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
@@ -63,12 +75,19 @@ def test_the_run_writes_every_output_for_every_cell(run):
         folder = results / "cells" / cell["id"]
         for name in ("card.md", "card.html", "latency.png", "latency.svg", "memory.png"):
             assert (folder / name).stat().st_size > 0, (cell["id"], name)
-    for name in ("summary.md", "index.md", "spec_gain.md", "overview.html",
-                 "throughput_vs_concurrency.png", "measured_vs_reference.svg"):  # fmt: skip
+    for name in (
+        "summary.md",
+        "index.md",
+        "spec_gain.md",
+        "overview.html",
+        "throughput_vs_concurrency.png",
+        "measured_vs_reference.svg",
+    ):
         assert (results / "summary" / name).stat().st_size > 0, name
-    assert "blocked: a test cell that is listed, never run" in (
-        results / "cells" / BLOCKED / "card.md"
-    ).read_text()
+    assert (
+        "blocked: a test cell that is listed, never run"
+        in (results / "cells" / BLOCKED / "card.md").read_text()
+    )
     index = (results / "summary" / "index.md").read_text()
     assert FAILED in index and "failed: ServerError" in index
 
@@ -116,8 +135,13 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     _, results = run
     url = (results / "report.html").as_uri()
     shot = tmp_path / "report.png"
-    proc = chromium("--window-size=1400,1800", "--virtual-time-budget=10000",
-                    f"--screenshot={shot}", url, user_data_dir=tmp_path / "profile-shot")  # fmt: skip
+    proc = chromium(
+        "--window-size=1400,1800",
+        "--virtual-time-budget=10000",
+        f"--screenshot={shot}",
+        url,
+        user_data_dir=tmp_path / "profile-shot",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     pixels = matplotlib.image.imread(shot)[:, :, :3]
     assert pixels.shape[:2] == (1800, 1400)
@@ -127,8 +151,9 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     colours = np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 50  # text, table and figures, not a flat fill
 
-    proc = chromium("--virtual-time-budget=10000", "--dump-dom", url,
-                    user_data_dir=tmp_path / "profile-dom")  # fmt: skip
+    proc = chromium(
+        "--virtual-time-budget=10000", "--dump-dom", url, user_data_dir=tmp_path / "profile-dom"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     dom = proc.stdout
     assert re.search(rf"<h1[^>]*>{TITLE}</h1>", dom), "the front page was not rendered"

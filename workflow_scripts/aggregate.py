@@ -422,8 +422,8 @@ SUMMARY_INTRO = (
     "in the config (reference values, never measured here)."
 )
 INDEX_INTRO = (
-    "One line per cell; Configuration links the cell's result card. Decode tok/s counts "
-    "completion tokens of all concurrent requests per second of the measured run."
+    "One line per cell. Decode tok/s counts completion tokens of all concurrent requests per "
+    "second of the measured run; a column marked (published) holds a reference figure."
 )
 
 
@@ -440,9 +440,10 @@ def write_tables(
         summary, out["summary_csv"], out["summary_md"], "Summary: one row per cell", SUMMARY_INTRO
     )
     write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
+    intro = INDEX_INTRO + (" Configuration links each cell's result card." if card_links else "")
     write_text(
         out["index_md"],
-        to_markdown(index_table(summary, cells, card_links=card_links), "Index", INDEX_INTRO),
+        to_markdown(index_table(summary, cells, card_links=card_links), "Index", intro),
     )
     write_table(
         spec_gain_table(merge_with_cells(all_metrics, cells)),
@@ -454,21 +455,29 @@ def write_tables(
 
 
 def aggregate_from_snakemake(sm) -> None:
-    from .report_html import write_table_html
+    from .report_html import write_tables_html
 
     cells = json.loads(sm.params.cells)
     all_metrics = load_metrics(sm.input.metrics)
     summary = write_tables(all_metrics, cells, sm.output)
-    write_table_html(
+    write_tables_html(
         sm.output.summary_html,
-        "Index: one line per cell",
-        index_table(summary, cells),
-        notes=[INDEX_INTRO],
+        "Summary",
+        [
+            ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
+            ("Every figure of every cell", summary, SUMMARY_INTRO),
+        ],
     )
-    write_table_html(
+    write_tables_html(
         sm.output.spec_gain_html,
-        "Speculative decoding: each drafter cell beside its base",
-        spec_gain_table(merge_with_cells(all_metrics, cells)),
+        "Speculative decoding",
+        [
+            (
+                "Each drafter cell beside its base",
+                spec_gain_table(merge_with_cells(all_metrics, cells)),
+                "",
+            )
+        ],
     )
 
 

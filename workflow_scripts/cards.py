@@ -32,6 +32,27 @@ HOW = {
     "gpu": "used GPU memory summed over devices (NVML), same sampling",
     "ready": "launch → health check answered and a one-token probe completed",
 }
+# What the engine stamp says the server was: a pulled image (rolling tags drift, so its digest),
+# or a binary built from a pinned source.
+ENGINE_PROVENANCE = [
+    ("image", "Image"),
+    ("repo_digests", "Image digest"),
+    ("image_id", "Image id"),
+    ("sdist_sha256", "Engine source sha256"),
+    ("binary", "Engine binary"),
+]
+# Workload keys the load generator's command line takes as `--key-with-dashes VALUE`.
+CLIENT_SETTINGS = [
+    "num_prompts",
+    "concurrency",
+    "max_tokens",
+    "max_seconds",
+    "grace_s",
+    "request_rate",
+    "temperature",
+    "warmup_requests",
+    "request_timeout_s",
+]
 PARAMETER_BUCKETS_B = [(1, "<1B"), (5, "1-5B"), (15, "5-15B"), (40, "15-40B"), (100, "40-100B")]
 _PARAMETERS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMBT])", re.IGNORECASE)
 _SCALE_B = {"K": 1e-6, "M": 1e-3, "B": 1.0, "T": 1e3}
@@ -47,6 +68,7 @@ class Section:
     code: list[tuple[str, str]] = field(default_factory=list)
     paragraphs: list[str] = field(default_factory=list)
     images: list[tuple[str, str]] = field(default_factory=list)
+    bullets: bool = False  # paragraphs as a list
 
 
 @dataclass
@@ -147,7 +169,7 @@ def engine_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
         how = f"docker image {(spec.get('docker') or {}).get('image')}"
     else:
         how = f"binary {spec.get('binary')}"
-    return f"{engine_label(cell)}; adapter `{spec.get('kind')}`, {how}"
+    return f"{engine_label(cell)}; adapter {spec.get('kind')}, {how}"
 
 
 def context_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
@@ -215,7 +237,8 @@ def measured_rows(
     mem = metrics.get("mem") or {}
 
     def ref(key: str, unit: str = "") -> str:
-        return fmt(reference.get(key), unit) if key in reference else "—"
+        """A published figure exactly as published, never rounded."""
+        return f"{reference[key]} {unit}".strip() if reference.get(key) is not None else "—"
 
     rows = [
         ("Prefill tok/s", fmt(metrics.get("prefill_tok_s")), ref("prefill_tok_s"), HOW["prefill"]),
@@ -251,7 +274,7 @@ def measured_rows(
 
 
 def _reference_value(reference: Mapping[str, Any], *keys: str) -> str:
-    return next((fmt(reference[k], digits=3) for k in keys if k in reference), "—")
+    return next((str(reference[k]) for k in keys if reference.get(k) is not None), "—")
 
 
 def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Section:
@@ -310,43 +333,44 @@ def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Se
     return Section("Speculative decoding", header, rows, paragraphs=notes)
 
 
-def client_command(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
-    """The load generator's standalone command for this cell's workload."""
+def client_command(
+    cell: Mapping[str, Any], metrics: Mapping[str, Any], results_dir: str = "results"
+) -> list[str]:
+    """The standalone load generator's command line (`python -m workflow_scripts.loadgen`)
+    for this cell's workload, against the server the cell ran (or its port, if none ran)."""
     if metrics.get("client_command"):
         return list(metrics["client_command"])
     w = cell.get("workload_spec") or {}
     load = metrics.get("load") or {}
     dataset = w.get("dataset") or {}
-    argv = [
-        "python",
-        "-m",
-        "workflow_scripts.loadgen",
-        "--base-url",
-        load.get("base_url") or "http://127.0.0.1:<port>",
-        "--dataset",
-        str(dataset.get("kind")),
-    ]
-    if dataset.get("path"):
-        argv += ["--dataset-path", str(dataset["path"])]
-    argv += [
-        "--num-prompts",
-        str(w.get("num_prompts")),
-        "--concurrency",
-        str(w.get("concurrency")),
-        "--max-tokens",
-        str(w.get("max_tokens")),
-    ]
-    for key in ("max_seconds", "grace_s", "request_rate", "warmup_requests"):
+    argv = ["python", "-m", "workflow_scripts.loadgen"]
+    argv += ["--base-url", load.get("base_url") or "http://127.0.0.1:<port>"]
+    argv += ["--dataset", str(dataset.get("kind"))]
+    for key, flag in (
+        ("path", "--dataset-path"),
+        ("input_len", "--input-len"),
+        ("shuffle_seed", "--shuffle-seed"),
+    ):
+        if dataset.get(key) is not None:
+            argv += [flag, str(dataset[key])]
+    for key in CLIENT_SETTINGS:
         if w.get(key) is not None:
-            argv += ["--" + key.replace("_", "-"), str(w[key])]
+            argv += [
+                "--" + key.replace("_", "-"),
+                f"{w[key]:g}" if isinstance(w[key], float) else str(w[key]),
+            ]
     if w.get("ignore_eos"):
         argv.append("--ignore-eos")
     if w.get("endpoint", "chat") != "chat":
         argv += ["--endpoint", str(w["endpoint"])]
-    return [*argv, "--out", f"results/cells/{cell['id']}"]
+    if load.get("model"):
+        argv += ["--model", str(load["model"])]
+    return [*argv, "--out", f"{results_dir}/cells/{cell['id']}"]
 
 
-def commands_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> Section:
+def commands_section(
+    cell: Mapping[str, Any], metrics: Mapping[str, Any], results_dir: str = "results"
+) -> Section:
     server = metrics.get("server_command")
     code = []
     paragraphs = []
@@ -354,7 +378,8 @@ def commands_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> Sec
         code.append(("Server", shlex.join(str(a) for a in server)))
     else:
         paragraphs.append("No server was launched for this cell.")
-    code.append(("Client (load generator)", shlex.join(client_command(cell, metrics))))
+    client = client_command(cell, metrics, results_dir)
+    code.append(("Client (load generator)", shlex.join(client)))
     return Section("Full run command", code=code, paragraphs=paragraphs)
 
 
@@ -374,13 +399,14 @@ def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> S
             )
         )
     rows.append(("Engine version", fmt(metrics.get("engine_version"))))
-    for key, label in (
-        ("image_digest", "Image digest"),
-        ("sdist_sha256", "Engine source sha256"),
-        ("binary", "Engine binary"),
-    ):
-        if engine_info.get(key):
-            rows.append((label, str(engine_info[key])))
+    if metrics.get("server_version"):
+        rows.append(("Server version (as the server reports it)", str(metrics["server_version"])))
+    for key, label in ENGINE_PROVENANCE:
+        value = engine_info.get(key)
+        if value:
+            rows.append((label, ", ".join(value) if isinstance(value, list) else str(value)))
+    if metrics.get("container_image_id"):
+        rows.append(("Container's image id", str(metrics["container_image_id"])))
     rows.append(("Dataset sha256", fmt(metrics.get("dataset_sha256"))))
     for item in weights.get("files") or []:
         rows.append((f"Weights sha256 ({item.get('name')})", str(item.get("sha256"))))
@@ -445,7 +471,10 @@ def status_line(metrics: Mapping[str, Any]) -> str:
 
 
 def build_card(
-    cell: Mapping[str, Any], metrics: Mapping[str, Any], plots: Sequence[tuple[str, str]] = ()
+    cell: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    plots: Sequence[tuple[str, str]] = (),
+    results_dir: str = "results",
 ) -> Card:
     """`cell` is a Cell as a dict (the config's resolved settings), `metrics` its metrics.json;
     `plots` are (caption, path relative to the card)."""
@@ -475,10 +504,11 @@ def build_card(
     ]
     if cell.get("drafter") not in (None, "none"):
         sections.append(spec_section(metrics, cell.get("reference") or {}))
-    sections.append(Section("Plots", images=list(plots)))
-    sections.append(commands_section(cell, metrics))
+    if plots:
+        sections.append(Section("Plots", images=list(plots)))
+    sections.append(commands_section(cell, metrics, results_dir))
     sections.append(provenance_section(cell, metrics))
-    sections.append(Section("Notes", paragraphs=notes(cell, metrics) or ["—"]))
+    sections.append(Section("Notes", paragraphs=notes(cell, metrics) or ["—"], bullets=True))
     return Card(cell["id"], status_line(metrics), sections, tags(cell, metrics))
 
 
@@ -495,12 +525,12 @@ def render_markdown(card: Card) -> str:
             lines.append("|" + "---|" * len(section.header))
             lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in section.rows]
             lines.append("")
+        for paragraph in section.paragraphs:
+            lines += [f"- {paragraph}" if section.bullets else paragraph, ""]
         for label, text in section.code:
             lines += [f"{label}:", "", "```", text, "```", ""]
         for caption, path in section.images:
             lines += [f"![{caption}]({path}) ([SVG]({Path(path).with_suffix('.svg')}))", ""]
-        for paragraph in section.paragraphs:
-            lines += [f"- {paragraph}" if section.title == "Notes" else paragraph, ""]
     lines += ["**Tags:** " + " ".join(f"`{t}`" for t in card.tags), ""]
     return "\n".join(lines)
 
@@ -514,6 +544,11 @@ def render_html(card: Card, image_src: Callable[[str], str]) -> str:
         parts.append(f"<h2>{esc(section.title)}</h2>")
         if section.header:
             parts.append(rows_table(section.header, section.rows))
+        if section.bullets:
+            items = "".join(f"<li>{esc(p)}</li>" for p in section.paragraphs)
+            parts.append(f"<ul>{items}</ul>")
+        else:
+            parts += [f"<p>{esc(p)}</p>" for p in section.paragraphs]
         for label, text in section.code:
             parts.append(f'<p>{esc(label)}:</p><pre class="llmbench">{esc(text)}</pre>')
         for caption, path in section.images:
@@ -521,13 +556,8 @@ def render_html(card: Card, image_src: Callable[[str], str]) -> str:
                 f'<figure class="llmbench"><img src="{image_src(path)}" alt="{esc(caption)}">'
                 f"<figcaption>{esc(caption)}</figcaption></figure>"
             )
-        if section.title == "Notes":
-            parts.append(
-                "<ul>" + "".join(f"<li>{esc(p)}</li>" for p in section.paragraphs) + "</ul>"
-            )
-        else:
-            parts += [f"<p>{esc(p)}</p>" for p in section.paragraphs]
-    parts.append("<p>" + "".join(f'<span class="tag">{esc(t)}</span>' for t in card.tags))
+    tags = "".join(f'<span class="tag">{esc(t)}</span>' for t in card.tags)
+    parts.append(f"<p><strong>Tags:</strong> {tags}</p>")
     return page(card.title, "".join(parts))
 
 
@@ -574,7 +604,7 @@ def write_card(
     plots = [
         (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS
     ]
-    card = build_card(cell, metrics, plots)
+    card = build_card(cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix())
     write_text(out["card_md"], render_markdown(card))
     write_text(out["card_html"], render_html(card, lambda rel: data_uri(card_dir / rel)))
     return card

@@ -299,12 +299,11 @@ def server_command(
     return cell_server_command(cell, adapter, engine_info, weights, drafter, paths.port)
 
 
-def container_image_id(container: str) -> str | None:
-    """The image id the running container was created from (the tag may have moved since the
-    engine stamp recorded its digest)."""
+def docker_inspect(container: str, field_format: str) -> str | None:
+    """One field of a container's state (`{{.Image}}`, `{{.State.Pid}}`); None if unknown."""
     try:
         done = subprocess.run(
-            ["docker", "inspect", "-f", "{{.Image}}", container],
+            ["docker", "inspect", "-f", field_format, container],
             capture_output=True,
             text=True,
             timeout=30,
@@ -312,7 +311,20 @@ def container_image_id(container: str) -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def container_image_id(container: str) -> str | None:
+    """The image the running container was created from (the tag may have moved since the
+    engine stamp recorded its digest)."""
+    return docker_inspect(container, "{{.Image}}")
+
+
+def container_pid(container: str) -> int | None:
+    """The container's main process as the host sees it: its memory is the server's, not the
+    docker client's."""
+    pid = docker_inspect(container, "{{.State.Pid}}")
+    return int(pid) if pid and pid.isdigit() and int(pid) > 0 else None
 
 
 def shell_join(argv: list[str]) -> str:

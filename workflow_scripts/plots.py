@@ -244,7 +244,7 @@ def measured_vs_reference_figure(summary: pd.DataFrame):
     frame = summary[any_reference]
     y = list(range(len(frame)))
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(5 * len(panels) + 3, 0.7 * len(frame) + 1.8), sharey=True
+        1, len(panels), figsize=(5 * len(panels) + 3, 0.7 * len(frame) + 2.2), sharey=True
     )
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, (key, label) in zip(axes, panels, strict=True):
@@ -272,7 +272,7 @@ def measured_vs_reference_figure(summary: pd.DataFrame):
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(y, frame["cell"], fontsize=8)
     axes[0].invert_yaxis()
-    axes[-1].legend(fontsize=8, loc="lower right")
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Measured vs published reference figures")
     fig.tight_layout()
     return fig

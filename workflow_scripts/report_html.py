@@ -99,10 +99,14 @@ def page(title: str, body: str) -> str:
     )
 
 
-def write_table_html(
-    path: str | Path, title: str, frame: pd.DataFrame, notes: Sequence[str] = ()
+def write_tables_html(
+    path: str | Path, title: str, tables: Sequence[tuple[str, pd.DataFrame, str]]
 ) -> None:
-    body = "".join(f"<p>{esc(n)}</p>" for n in notes) + html_table(frame)
+    """A page of (heading, table, note) sections."""
+    body = "".join(
+        f"<h2>{esc(heading)}</h2>" + (f"<p>{esc(note)}</p>" if note else "") + html_table(frame)
+        for heading, frame, note in tables
+    )
     write_text(path, page(title, body))
 
 

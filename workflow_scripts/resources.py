@@ -12,9 +12,8 @@ from typing import Any
 
 from .matrix import build_cells
 
-SIZES = ("gpu", "mem_mb", "runtime", "cpus_per_task")
-PLACEMENT = ("slurm_partition", "slurm_account", "slurm_extra")
-# A blocked cell only writes its reason: it must never wait in a queue for a GPU.
+# A blocked cell only writes its reason: it must never wait in a queue for a GPU, so it also
+# drops slurm_extra (which may ask for one, e.g. `--gres=gpu:a100:1`).
 BLOCKED_SIZES = {"gpu": 0, "cpus_per_task": 1, "mem_mb": 1024, "runtime": 5}
 
 
@@ -38,6 +37,7 @@ def resources_by_cell(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
             )
             if cell.blocked:
                 resources.update(BLOCKED_SIZES)
+                resources.pop("slurm_extra", None)
             out[cell.id] = resources
     return out
 

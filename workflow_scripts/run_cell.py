@@ -25,7 +25,7 @@ from .context_guard import guard_prompts, size_before_launch
 from .engines import adapter_for
 from .engines.base import SpecCounters
 from .failures import bump_failures
-from .launch import cell_server_command, cell_weights, container_image_id
+from .launch import cell_server_command, cell_weights, container_image_id, container_pid
 from .loadgen.client import LoadSpec, run_load
 from .loadgen.datasets import load_dataset
 from .loadgen.metrics import compute_metrics
@@ -187,6 +187,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 result["server_version"] = adapter.server_version(base_url)
                 if command.container:
                     result["container_image_id"] = container_image_id(command.container)
+                    sampler.server_pid = container_pid(command.container) or server.pid
                 prompts, guard = guard_prompts(cell, adapter, base_url, dataset.prompts, sizing)
                 result["context_guard"] = guard.to_dict()
                 guard.enforce()  # `fail`, or nothing left: the cell fails before any load

@@ -114,6 +114,7 @@ class ServerProcess:
     follow_argv: list[str] | None = None  # detached container: `docker logs -f NAME`
     proc: subprocess.Popen | None = None
     _checked_at: float = field(default=0.0, repr=False)
+    _seen_running: bool = field(default=False, repr=False)
     _container_note: str = field(default="", repr=False)
 
     @classmethod
@@ -197,10 +198,13 @@ class ServerProcess:
         done = self._run_quiet(self.alive_argv, 30)
         if done is None:
             return True  # docker itself did not answer in time: no verdict on the container
-        running = done.returncode == 0 and done.stdout.strip() == "true"
-        if not running:
-            self._container_note = (done.stdout + done.stderr).strip()[:200]
-        return running
+        if done.returncode == 0 and done.stdout.strip() == "true":
+            self._seen_running = True
+            return True
+        self._container_note = (done.stdout + done.stderr).strip()[:200]
+        # An attached `docker run` may still be creating the container: until it has been seen
+        # running, the live client is the verdict (it exits if the container cannot start).
+        return not (self._seen_running or self.follow_argv)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the group, then SIGKILL what is left; idempotent."""

@@ -231,7 +231,8 @@ class ResponseReader:
             self._end_body(now)
             return
         if self.stream_end_s is None:
-            self.fail("connection", "the server closed the connection mid-response", now)
+            when = "mid-response" if self.got_bytes else "before answering"
+            self.fail("connection", f"the server closed the connection {when}", now)
         self.body_done = True
 
     def _start_body(self, head: ResponseHead, now: float) -> None:
