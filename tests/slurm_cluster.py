@@ -29,24 +29,34 @@ NODE = "localhost"
 MIN_JOB_AGE_S = 300
 
 
+def _find(name: str) -> str | None:
+    """On PATH, or in the sbin folders a non-login root shell may lack."""
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin",
+                                                    "/sbin"]))
+
+
 def missing_binaries() -> list[str]:
-    """Slurm and munge programs the cluster needs that are not on PATH (or in /usr/sbin)."""
-    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    return [name for name in DAEMONS + CLIENTS if shutil.which(name, path=path) is None]
+    """Slurm and munge programs the cluster needs that are not installed."""
+    return [name for name in DAEMONS + CLIENTS if _find(name) is None]
 
 
 def _program(name: str) -> str:
-    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    found = shutil.which(name, path=path)
+    found = _find(name)
     if found is None:
         raise FileNotFoundError(name)
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out now, held open together so they differ."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def node_hardware() -> str:
@@ -165,8 +175,8 @@ def _wait(cluster: SlurmCluster, what: str, ready, timeout_s: float = 60) -> Non
 
 
 def _stop(cluster: SlurmCluster) -> None:
-    """Cancel what is still queued or running, then end the daemons we started: slurmd first
-    (its job steps with it), then slurmctld, then munged."""
+    """Cancel what is still queued or running (slurmstepd ends each job's processes), end the
+    daemons we started, then anything of this cluster that outlived them."""
     if "slurmctld" in cluster.daemons and cluster.daemons["slurmctld"].poll() is None:
         try:
             cluster.run("scancel", "--user", getpass.getuser(), check=False)
@@ -243,7 +253,7 @@ def single_node_slurm(root: Path) -> Iterator[SlurmCluster]:
     key.chmod(0o400)
     munge_socket = root / "munge" / "munge.socket"
     conf = root / "slurm.conf"
-    conf.write_text(slurm_conf(root, munge_socket, _free_port(), _free_port(), node_hardware()))
+    conf.write_text(slurm_conf(root, munge_socket, *_free_ports(2), node_hardware()))
     env = {**os.environ, "SLURM_CONF": str(conf),
            "PATH": f"{_srun_keeping_conf(root, conf)}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("SLURM_JOB_ID", None)

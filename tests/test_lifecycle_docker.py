@@ -104,10 +104,11 @@ def test_container_ready_then_removed_by_name(docker, weights_dir, tmp_path, det
     name = command.container
     # a leftover of the same name is removed first, then the exact argv runs
     assert calls[0] == ["rm", "-f", name]
-    assert calls[1] == command.argv[1:]
-    assert calls[1][:2] == (["run", "-d"] if detach else ["run", "--gpus"])
-    assert f"127.0.0.1:{lease.port}:8081" in calls[1]
-    assert f"{weights_dir}:/models:ro" in calls[1]
+    (run,) = [call for call in calls if call[0] == "run"]
+    assert run == command.argv[1:]
+    assert run[:2] == (["run", "-d"] if detach else ["run", "--gpus"])
+    assert f"127.0.0.1:{lease.port}:8081" in run
+    assert f"{weights_dir}:/models:ro" in run
     assert ["inspect", "-f", "{{.State.Running}}", name] in calls
     if detach:
         assert ["logs", "-f", name] in calls

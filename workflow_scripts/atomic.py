@@ -18,6 +18,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be read by others
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()

@@ -7,6 +7,7 @@ downloaded or built.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -94,7 +95,8 @@ def _validator_with_defaults(schema: dict) -> jsonschema.Validator:
 
 
 def _copy(value: Any) -> Any:
-    return yaml.safe_load(yaml.safe_dump(value))
+    """A deep copy as plain dicts and lists (Snakemake hands JSON configs over as OrderedDicts)."""
+    return json.loads(json.dumps(value))
 
 
 def load_schema() -> dict:

@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 BASE_COLOR = "#4c72b0"
 DRAFTER_COLOR = "#dd8452"
@@ -158,6 +159,9 @@ def latency_boxes_figure(samples_by_cell: Mapping[str, Mapping[str, Sequence[flo
         wide = bool(values) and max(values) / min(values) > LOG_SCALE_SPREAD
         if wide:
             ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label + (", log scale" if wide else ""))
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(range(1, len(cells) + 1), cells, fontsize=7)

@@ -224,6 +224,10 @@ class ServerProcess:
             self.proc.wait(timeout=timeout_s)
 
     def died_message(self, when: str = "before it was ready") -> str:
+        if self.proc is not None and self.follow_argv:
+            # the log follower ends once it has copied the stopped container's last lines
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
         code = self.proc.poll() if self.proc else None
         what = f"server exited with code {code}"
         if self.alive_argv and (code is None or self.follow_argv):
