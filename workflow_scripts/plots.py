@@ -34,6 +34,7 @@ def save_figure(fig, path: str | Path) -> None:
             os.close(fd)
             try:
                 fig.savefig(tmp, dpi=110, bbox_inches="tight", format=target.suffix[1:])
+                os.chmod(tmp, 0o644)
                 os.replace(tmp, target)
             finally:
                 if os.path.exists(tmp):
