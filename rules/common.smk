@@ -13,6 +13,7 @@ from workflow_scripts.aggregate import optional_summary_figures
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.cards import report_labels
 from workflow_scripts.failures import failure_count
+from workflow_scripts.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
 from workflow_scripts.resources import resources_by_cell, without_resources
 from workflow_scripts.weights import weights_dependencies
@@ -25,6 +26,13 @@ try:
     CELLS = {cell.id: cell for cell in build_cells(CONFIG)}
 except ConfigError as error:
     raise WorkflowError(str(error))
+
+
+# SIGTERM to snakemake tears the running cells' servers down now (Snakemake alone would wait
+# for them to finish); the interrupted cells write no result and are redone next run.
+onstart:
+    forward_sigterm_to_jobs()
+
 
 RESULTS = CONFIG["results_dir"]
 FAILURES = f"{RESULTS}/failures"

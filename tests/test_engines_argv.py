@@ -411,3 +411,23 @@ def test_flag_args_rendering():
     assert flag_args({"b": 1, "a": None, "c": True, "d": False, "e": {"x": 1}}, ("e",)) == [
         "--e", '{"x":1}', "--b", "1", "--c", "--no-d",
     ]
+
+
+def test_native_llamacpp_on_hub_ggufs_shows_placeholders_until_fetched(tmp_path):
+    models = {
+        "m": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r", "revision": "main",
+                                           "filename": "main.gguf"}}}},
+        "draft": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r", "revision": "main",
+                                               "filename": "MTP/draft.gguf"}}}},
+    }
+    drafter = {"kind": "draft-mtp", "with_model": True}
+    _, planned = build(llamacpp_engine(), drafter, models=models)
+    assert after(planned.argv, "-m") == "<m__q>"
+    assert after(planned.argv, "--model-draft") == "<draft__q>"
+    assert set(planned.placeholders) == {"<m__q>", "<draft__q>"}
+    snap = str(tmp_path / "snap")
+    manifests = ({"primary": f"{snap}/main.gguf"}, {"primary": f"{snap}/MTP/draft.gguf"})
+    _, fetched = build(llamacpp_engine(), drafter, models=models, manifests=manifests)
+    assert after(fetched.argv, "-m") == f"{snap}/main.gguf"
+    assert after(fetched.argv, "--model-draft") == f"{snap}/MTP/draft.gguf"
+    assert fetched.placeholders == {}

@@ -59,7 +59,7 @@ class WeightsRef:
 @dataclass(frozen=True)
 class ServerCommand:
     argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold the API key
     stop_argv: list[str] | None = None  # `docker rm -f NAME`: also run before start
     served_model: str | None = None
     base_url: str = ""
@@ -200,12 +200,18 @@ def _launch_paths(
     port: int,
     local: dict[str, str],
 ) -> LaunchPaths:
+    """Hub ids for engines that fetch by id; else the file as the server sees it, or the
+    `<key>` placeholder while the weights are not fetched yet."""
+
     def use_repo(ref: WeightsRef | None) -> bool:
         return bool(ref and ref.repo and adapter.prefers_hub_id)
 
+    def location(ref: WeightsRef) -> str:
+        return (ref.repo if use_repo(ref) else local.get(ref.key)) or f"<{ref.key}>"
+
     return LaunchPaths(
-        weights=local.get(weights.key) or weights.repo or f"<{weights.key}>",
-        drafter_weights=(local.get(drafter.key) or drafter.repo) if drafter else None,
+        weights=location(weights),
+        drafter_weights=location(drafter) if drafter else None,
         host=host,
         port=port,
         weights_repo=weights.repo if use_repo(weights) else None,
@@ -213,6 +219,17 @@ def _launch_paths(
         drafter_repo=drafter.repo if use_repo(drafter) else None,
         drafter_revision=drafter.revision if use_repo(drafter) else None,
     )
+
+
+def server_secrets(spec: dict[str, Any], adapter: EngineAdapter) -> dict[str, str]:
+    """The API key under the variable the server reads it from, when the config names where it
+    is (`api_key_env`) and the environment has it. It goes into the server's environment only,
+    never an argv; a cell whose variable is unset fails before launch (`server_auth`)."""
+    variable = spec.get("api_key_env")
+    value = os.environ.get(variable) if variable else None
+    if not value or not adapter.api_key_env_var:
+        return {}
+    return {adapter.api_key_env_var: value}
 
 
 def cell_server_command(
@@ -231,6 +248,7 @@ def cell_server_command(
     refs = [r for r in (weights, drafter) if r is not None]
     by_path = [r for r in refs if not (r.repo and adapter.prefers_hub_id)]
     env = {k: str(v) for k, v in spec.get("env", {}).items()}
+    secrets = server_secrets(spec, adapter)
     if spec["launch"] in ("build", "native"):
         local = {r.key: r.path for r in by_path if r.path}
         paths = _launch_paths(adapter, weights, drafter, host, port, local)
@@ -238,7 +256,7 @@ def cell_server_command(
         argv = [*program_for(cell, engine_info), *adapter.server_args(cell, paths)]
         return ServerCommand(
             argv,
-            env,
+            {**env, **secrets},
             served_model=adapter.served_model(cell, paths),
             base_url=base_url,
             placeholders=placeholders,
@@ -269,13 +287,15 @@ def cell_server_command(
     for secret in PASSTHROUGH_ENV:
         if by_hub and os.environ.get(secret):
             argv += ["-e", secret]
+    if spec.get("api_key_env") and adapter.api_key_env_var:
+        argv += ["-e", adapter.api_key_env_var]  # by name: docker copies it from its own env
     argv += ["--name", name]
     argv += [str(a) for a in docker.get("extra_args", [])]
     program = docker.get("command") or adapter.docker_program(image)
     argv += [image, *program, *adapter.server_args(cell, paths)]
     return ServerCommand(
         argv,
-        {},
+        secrets,
         stop_argv=["docker", "rm", "-f", name],
         served_model=adapter.served_model(cell, paths),
         base_url=base_url,
@@ -284,19 +304,6 @@ def cell_server_command(
         container=name,
         placeholders=placeholders,
     )
-
-
-def server_command(
-    cell: Cell, adapter: EngineAdapter, engine_info: dict[str, Any], paths: LaunchPaths
-) -> ServerCommand:
-    """Compatibility form: host paths already resolved into `paths`."""
-    weights = WeightsRef(cell.weights_key, paths.weights, Path(paths.weights).name)
-    drafter = None
-    if paths.drafter_weights and cell.drafter_weights_key:
-        drafter = WeightsRef(
-            cell.drafter_weights_key, paths.drafter_weights, Path(paths.drafter_weights).name
-        )
-    return cell_server_command(cell, adapter, engine_info, weights, drafter, paths.port)
 
 
 def docker_inspect(container: str, field_format: str) -> str | None:

@@ -136,6 +136,12 @@ def _check_references(config: dict[str, Any]) -> None:
                 f"(known: {', '.join(known_kinds())})"
             )
         adapter_for(engine["kind"]).check_engine(name, engine)
+        if engine.get("api_key_env") and not adapter_for(engine["kind"]).api_key_env_var:
+            raise ConfigError(
+                f"config key 'engines.{name}.api_key_env': {engine['kind']} takes an API key "
+                "only on its command line, which results record; not supported"
+            )
+        _check_no_secrets(name, engine)
     for name, drafter in config["drafters"].items():
         if "model" in drafter:
             _check_known("model", drafter["model"], config["models"], f"drafters.{name}.model")
@@ -152,6 +158,27 @@ def _check_references(config: dict[str, Any]) -> None:
                     f"config key '{section}.{name}': names may hold letters, digits, '.', '_' "
                     "and '-', must not contain '__', and start with a letter or digit"
                 )
+
+
+_SECRET_NAME = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD)($|_)", re.IGNORECASE)
+
+
+def _check_no_secrets(name: str, engine: dict[str, Any]) -> None:
+    """A key written into the config lands in Snakemake's params and metadata, the argv in
+    every result: refuse it there, and point at the environment variable instead."""
+    for variable in engine.get("env", {}):
+        if _SECRET_NAME.search(variable):
+            raise ConfigError(
+                f"config key 'engines.{name}.env.{variable}': a secret is never a config value; "
+                "set it in the environment and name the variable in api_key_env "
+                "(HF_TOKEN is read from the environment)"
+            )
+    for index, arg in enumerate(engine.get("extra_args", [])):
+        if str(arg).split("=", 1)[0] == "--api-key":
+            raise ConfigError(
+                f"config key 'engines.{name}.extra_args[{index}]': an API key on the command "
+                "line is recorded with it; name its environment variable in api_key_env"
+            )
 
 
 def _resolve_tokenizer_from(config: dict[str, Any], weights: dict[str, Any], where: str) -> None:

@@ -32,6 +32,7 @@ from .loadgen.metrics import compute_metrics
 from .matrix import Cell
 from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
 from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
+from .server_auth import auth_headers, client_api_key, engine_api_key, server_api_key
 from .specdecode import acceptance_from_counters, acceptance_from_timings
 
 
@@ -95,7 +96,7 @@ def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSp
         grace_s=float(w.get("grace_s", 30)),
         warmup_requests=int(w.get("warmup_requests", 1)),
         request_timeout_s=float(w.get("request_timeout_s", 600)),
-        api_key=os.environ.get(w["api_key_env"]) if w.get("api_key_env") else None,
+        api_key=client_api_key(cell),
     )
 
 
@@ -103,7 +104,7 @@ def _scrape(base_url: str, path: str | None) -> str | None:
     if not path:
         return None
     try:
-        resp = requests.get(base_url + path, timeout=10)
+        resp = requests.get(base_url + path, timeout=10, headers=auth_headers())
         return resp.text if resp.status_code == 200 else None
     except requests.RequestException:
         return None
@@ -127,7 +128,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
     log_path = out / "server.log"
     log_path.unlink(missing_ok=True)
     try:
-        with sigterm_raises():
+        with sigterm_raises(), server_api_key(engine_api_key(cell)):
             for what, stamp in (
                 ("engine", inputs.engine_info),
                 ("weights", inputs.weights_manifest),

@@ -19,6 +19,7 @@ from typing import IO
 import requests
 
 from .paths import cache_dir
+from .server_auth import auth_headers
 
 PR_SET_PDEATHSIG = 1
 CONTAINER_CHECK_INTERVAL_S = 1.0
@@ -108,7 +109,7 @@ class ServerProcess:
 
     argv: list[str]
     log_path: Path
-    env: dict[str, str] | None = None
+    env: dict[str, str] | None = field(default=None, repr=False)  # may hold the API key
     stop_argv: list[str] | None = None  # e.g. `docker rm -f NAME` for a container
     alive_argv: list[str] | None = None  # e.g. `docker inspect -f {{.State.Running}} NAME`
     follow_argv: list[str] | None = None  # detached container: `docker logs -f NAME`
@@ -249,6 +250,7 @@ def wait_ready(
     start = time.monotonic()
     deadline = start + timeout_s
     session = requests.Session()
+    session.headers.update(auth_headers() if headers is None else headers)
     healthy = False
     last = "no answer yet"
     while time.monotonic() < deadline:
@@ -266,7 +268,6 @@ def wait_ready(
                 resp = session.post(
                     base_url + "/v1/chat/completions",
                     json=probe_body,
-                    headers=headers or {},
                     timeout=min(30.0, remaining),
                 )
                 if resp.status_code == 200:
@@ -289,7 +290,13 @@ class _Terminated(BaseException):
 def sigterm_raises() -> Iterator[None]:
     """Turn SIGTERM (and SIGHUP) into an exception for the duration, so teardown runs."""
 
+    fired = False
+
     def handler(signum, frame):
+        nonlocal fired
+        if fired:
+            return  # teardown is under way: a second signal (forwarded, repeated) must not cut it
+        fired = True
         raise _Terminated(f"signal {signum}")
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}

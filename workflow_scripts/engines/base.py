@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 
 import requests
 
+from ..server_auth import auth_headers
+
 
 @dataclass(frozen=True)
 class LaunchPaths:
@@ -61,7 +63,7 @@ def flag_args(settings: dict[str, Any], order: tuple[str, ...] = ()) -> list[str
 def get_json(url: str, timeout_s: float = 10.0) -> Any:
     """GET a JSON document; None when the server does not answer it."""
     try:
-        resp = requests.get(url, timeout=timeout_s)
+        resp = requests.get(url, timeout=timeout_s, headers=auth_headers())
         return resp.json() if resp.status_code == 200 else None
     except (requests.RequestException, ValueError):
         return None
@@ -84,6 +86,9 @@ class EngineAdapter:
     prefers_hub_id: ClassVar[bool] = False
     # `docker run` options the engine needs (shared memory for NCCL / torch workers).
     docker_args: ClassVar[tuple[str, ...]] = ()
+    # The environment variable the server reads its API key from (`engines.<name>.api_key_env`
+    # fills it); None: the engine takes a key only on its command line, which is recorded.
+    api_key_env_var: ClassVar[str | None] = None
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
         from ..matrix import ConfigError

@@ -7,6 +7,7 @@ from typing import Any
 
 import requests
 
+from ..server_auth import auth_headers
 from . import register
 from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json
 
@@ -54,6 +55,7 @@ class LlamaCppAdapter(EngineAdapter):
     launch_modes = frozenset({"build", "native", "docker"})
     version_path = "/props"
     default_port = 8080
+    api_key_env_var = "LLAMA_API_KEY"
     splits_context = True
 
     def settings(self, cell) -> dict[str, Any]:
@@ -155,6 +157,7 @@ class LlamaCppAdapter(EngineAdapter):
             resp = requests.post(
                 base_url + "/apply-template",
                 json={"messages": [{"role": "user", "content": text}]},
+                headers=auth_headers(),
                 timeout=60,
             )
             resp.raise_for_status()
@@ -162,6 +165,7 @@ class LlamaCppAdapter(EngineAdapter):
         resp = requests.post(
             base_url + "/tokenize",
             json={"content": content, "add_special": True, "parse_special": True},
+            headers=auth_headers(),
             timeout=60,
         )
         resp.raise_for_status()

@@ -48,6 +48,7 @@ class VllmAdapter(EngineAdapter):
     default_port = 8000
     prefers_hub_id = True
     docker_args = ("--ipc=host",)
+    api_key_env_var = "VLLM_API_KEY"
 
     def model_ref(self, paths: LaunchPaths) -> str:
         return paths.weights_repo or paths.weights

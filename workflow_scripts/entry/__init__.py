@@ -1,2 +1,28 @@
 """Thin Snakemake `script:` entry points: each reads the `snakemake` object and calls one
 function of workflow_scripts, with stderr going to the rule's log."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from collections.abc import Iterator
+from typing import TextIO
+
+
+@contextlib.contextmanager
+def stderr_to_log(path: str) -> Iterator[TextIO]:
+    """stderr into the rule's log. What escapes (a full disk, SIGTERM, Ctrl-C) is written to the
+    log first, then raised with the real stderr back, so Snakemake's output says why the job
+    failed instead of Python's "lost sys.stderr"."""
+    with open(path, "w") as log:
+        sys.stderr = log
+        try:
+            yield log
+        except BaseException:
+            with contextlib.suppress(Exception):  # the log's own disk may be the full one
+                traceback.print_exc(file=log)
+                log.flush()
+            raise
+        finally:
+            sys.stderr = sys.__stderr__

@@ -1,13 +1,12 @@
 import json
-import sys
 import traceback
 
 from workflow_scripts.engines.provision import provision_to
+from workflow_scripts.entry import stderr_to_log
 from workflow_scripts.failures import write_failed_stamp
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-with open(sm.log[0], "w") as log:
-    sys.stderr = log
+with stderr_to_log(sm.log[0]):
     try:
         provision_to(sm.wildcards.engine, json.loads(sm.params.spec), sm.output.stamp, sm.log[0])
     except Exception as exc:

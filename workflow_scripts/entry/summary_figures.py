@@ -1,8 +1,6 @@
-import sys
-
 from workflow_scripts.aggregate import figures_from_snakemake
+from workflow_scripts.entry import stderr_to_log
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
-with open(sm.log[0], "w") as log:
-    sys.stderr = log
+with stderr_to_log(sm.log[0]):
     figures_from_snakemake(sm)

@@ -1,16 +1,15 @@
 import json
 import os
-import sys
 import traceback
 
+from workflow_scripts.entry import stderr_to_log
 from workflow_scripts.failures import write_failed_stamp
 from workflow_scripts.weights import fetch_weights
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 # Progress bars would fill the log with carriage returns; the hub module logs a line per fetch.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-with open(sm.log[0], "w") as log:
-    sys.stderr = log
+with stderr_to_log(sm.log[0]):
     try:
         fetch_weights(json.loads(sm.params.spec), sm.output.manifest)
     except Exception as exc:

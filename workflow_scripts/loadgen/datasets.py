@@ -41,9 +41,10 @@ class Dataset:
 
 def iter_json_array(text: str):
     """Yield the items of a top-level JSON array, stopping cleanly where the text is cut off."""
-    start = text.find("[")
-    if start < 0:
-        raise DatasetError("not a JSON array: no '[' found")
+    body = text.lstrip("\ufeff \t\r\n")
+    if not body.startswith("["):
+        raise DatasetError(f"not a JSON array (it begins {body[:40]!r})")
+    start = len(text) - len(body)
     decoder = json.JSONDecoder()
     pos = start + 1
     while True:
@@ -101,8 +102,16 @@ def _select(texts: list[str], num_prompts: int, seed: int | None) -> list[Prompt
 
 def load_sharegpt(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
     text = Path(path).read_text(encoding="utf-8", errors="replace")
-    items = list(iter_json_array(text))
+    try:
+        items = list(iter_json_array(text))
+    except DatasetError as exc:
+        raise DatasetError(f"{path}: ShareGPT file is {exc}") from None
     texts = sharegpt_first_human_turns(items)
+    if not texts:
+        raise DatasetError(
+            f"{path}: no usable conversation ({len(items)} complete items parsed, none with a "
+            "human turn): a ShareGPT JSON array cut off before its first whole conversation?"
+        )
     note = f"{len(items)} complete conversations parsed, {len(texts)} non-empty first human turns"
     return Dataset(_select(texts, num_prompts, shuffle_seed), sha256_file(path), str(path), note)
 
@@ -110,7 +119,11 @@ def load_sharegpt(path: str | Path, num_prompts: int, shuffle_seed: int | None =
 def load_jsonl(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
     """One JSON object a line with `prompt` (or `text`); optional `output_len`."""
     texts, lengths = [], []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start}): not a JSONL file") from None
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
