@@ -99,7 +99,7 @@ def test_a_result_write_cut_by_enospc_leaves_the_old_file_and_no_temp(tmp_path, 
     before = target.read_bytes()
     real_fdopen = os.fdopen
     monkeypatch.setattr(atomic.os, "fdopen",
-                        lambda fd, mode: _FillsUp(real_fdopen(fd, mode), room=100))
+                        lambda fd, *a, **k: _FillsUp(real_fdopen(fd, *a, **k), room=100))
     with pytest.raises(OSError) as caught:
         atomic.write_json(target, {"status": "done", "run": 2, "records": ["x" * 50] * 20})
     assert caught.value.errno == errno.ENOSPC

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -31,6 +30,11 @@ BASE = "smollm2-135m__llamacpp-cpu__q4_1__none__tiny"
 NGRAM = "smollm2-135m__llamacpp-cpu__q4_1__ngram__tiny"
 
 
+def read_csv(path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """One fresh run of a 2-cell matrix (base + ngram drafter)."""
@@ -46,7 +50,7 @@ def finished_run(tmp_path_factory):
 
 def test_fresh_run_writes_every_output(finished_run):
     workdir, _ = finished_run
-    rows = list(csv.DictReader(open(workdir / "results/summary/summary.csv")))
+    rows = read_csv(workdir / "results/summary/summary.csv")
     assert {r["cell"] for r in rows} == {BASE, NGRAM}
     for row in rows:
         assert row["status"] == "done", row
@@ -82,7 +86,7 @@ def test_second_run_has_nothing_to_do(finished_run):
 
 def test_memory_series_spans_launch_to_teardown(finished_run):
     workdir, _ = finished_run
-    rows = list(csv.DictReader(open(workdir / "results/cells" / BASE / "memory.csv")))
+    rows = read_csv(workdir / "results/cells" / BASE / "memory.csv")
     phases = [r["phase"] for r in rows]
     assert phases[0] == "baseline" and phases[-1] == "teardown"
     assert {"load", "warmup", "bench"} <= set(phases)
@@ -123,7 +127,7 @@ def test_failed_cell_is_shown_and_retried_alone(tmp_path):
         models={"broken": broken}))
     proc = run_snakemake(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = {r["cell"]: r for r in csv.DictReader(open(tmp_path / "results/summary/summary.csv"))}
+    rows = {r["cell"]: r for r in read_csv(tmp_path / "results/summary/summary.csv")}
     assert rows[BASE]["status"] == "done"
     failed = rows["broken__llamacpp-cpu__q0__none__tiny"]
     assert failed["status"] == "failed"

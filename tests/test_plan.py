@@ -126,8 +126,9 @@ def test_client_command_for_the_vllm_cell(plain_env, capsys):
     assert client == [
         "python", "-m", "workflow_scripts.loadgen", "--base-url", "http://127.0.0.1:8000",
         "--dataset", "sharegpt", "--num-prompts", "1000", "--concurrency", "32",
-        "--max-seconds", "900", "--max-tokens", "256", "--model", "RedHatAI/gemma-4-12B-it-NVFP4",
-        "--out", f"results/cells/{VLLM_MTP_CELL}",
+        "--max-tokens", "256", "--max-seconds", "900", "--grace-s", "30", "--temperature", "0",
+        "--warmup-requests", "2", "--request-timeout-s", "600",
+        "--model", "RedHatAI/gemma-4-12B-it-NVFP4", "--out", f"results/cells/{VLLM_MTP_CELL}",
     ]
 
 

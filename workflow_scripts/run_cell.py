@@ -27,6 +27,7 @@ from .engines.base import SpecCounters
 from .failures import bump_failures
 from .launch import cell_server_command, cell_weights, container_image_id, container_pid
 from .loadgen.client import LoadSpec, run_load
+from .loadgen.command import client_argv
 from .loadgen.datasets import load_dataset
 from .loadgen.metrics import compute_metrics
 from .matrix import Cell
@@ -213,6 +214,8 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
             result.update(compute_metrics(records, hit_time_cap=load.hit_time_cap))
             result["not_started"] = load.not_started
             result["load"] = spec.public()
+            result["client_command"] = client_argv(cell.workload_spec, base_url, str(out),
+                                                   command.served_model)
             result["spec"] = _spec_result(cell, counters, records)
             if sampler.tripped is not None:
                 raise ServerError(
