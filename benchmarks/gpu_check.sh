@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # GPU check (issue #11), run on a GPU machine from the repo root, e.g. through the device tool:
-#   run(command="bash benchmarks/gpu_check.sh", carry=[".carry"], timeout_s=600)
+#   run(command="bash benchmarks/gpu_check.sh build", carry=[".carry"], timeout_s=480)
+#   run(command="bash benchmarks/gpu_check.sh run", carry=[".carry"], timeout_s=480)
+# `build` provisions the engines (CUDA build) and the synthetic weights; `run` runs the whole
+# matrix (reusing them when the machine is still the same). One `run` alone also does it all.
 # Needs .carry/ from benchmarks/gpu_check_prepare.sh (the machine has no package registry).
 # Builds llama-server with CUDA from the carried sdist, installs the carried wheels, runs
 # configs/h200-check.yaml with snakemake, and packs results/ into $OUT/gpu-check.tar.gz.
@@ -27,9 +30,19 @@ export PYTHONPATH="/tmp/site:$PWD" PATH="/tmp/site/bin:$PATH" PYTHONUNBUFFERED=1
 python3 -c "import snakemake, gguf, jsonschema, pynvml; print('python deps ok')" || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.csv"
 
-stamp "snakemake --cores 1 --configfile configs/h200-check.yaml"
-python3 -m snakemake --cores 1 --configfile configs/h200-check.yaml
+config=configs/h200-check.yaml
+targets=()
+if [ "${1:-run}" = build ]; then
+  targets=(results/engines/llamacpp-cuda.json results/engines/llamacpp-cuda-seeds-split.json
+           results/weights/llama-1b-shape__f16.json)
+fi
+stamp "snakemake --cores 1 --configfile $config ${targets[*]}"
+python3 -m snakemake --cores 1 --configfile "$config" "${targets[@]}"
 status=$?
+for f in logs/engines/*.log logs/weights/*.log; do
+  [ -f "$f" ] && { echo "== tail of $f"; tail -n 15 "$f"; }
+done
+cat results/engines/*.json 2>/dev/null | head -40
 stamp "snakemake exited $status after $(( $(date +%s) - start )) s"
 
 python3 - <<'PY'

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,7 +19,6 @@ from typing import IO
 
 import requests
 
-from .paths import cache_dir
 from .server_auth import auth_headers
 
 PR_SET_PDEATHSIG = 1
@@ -76,13 +76,22 @@ class PortLease:
         self.release()
 
 
+def _port_lock_dir() -> Path:
+    """Node-local (ports belong to one machine, and flock is unreliable on shared filesystems):
+    $XDG_RUNTIME_DIR, else the system temp dir, per user."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = Path(base) / f"llmbench-ports-{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def reserve_port(host: str = "127.0.0.1", preferred: int | None = None) -> PortLease:
     """The engine's usual port when it is free (so the command is the one users know), else
     one the kernel picks; never one another of our cells holds."""
     candidates = ([preferred] if preferred else []) + [None] * 20
     for candidate in candidates:
         port = candidate or free_port(host)
-        lock = open(cache_dir("ports") / f"{port}.lock", "w")  # noqa: SIM115 - held on purpose
+        lock = open(_port_lock_dir() / f"{port}.lock", "w")  # noqa: SIM115 - held on purpose
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
