@@ -37,7 +37,7 @@ if [ "${1:-run}" = build ]; then
            results/weights/llama-1b-shape__f16.json)
 fi
 stamp "snakemake --cores 1 --configfile $config ${targets[*]}"
-python3 -m snakemake --cores 1 --configfile "$config" "${targets[@]}"
+python3 -m snakemake "${targets[@]}" --cores 1 --configfile "$config"
 status=$?
 for f in logs/engines/*.log logs/weights/*.log; do
   [ -f "$f" ] && { echo "== tail of $f"; tail -n 15 "$f"; }

@@ -6,21 +6,27 @@ and requests without it are refused. The secret never enters an argv, a repr or 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
 import requests
 from engine_helpers import left_behind, llama_server_binary, make_config, one_cell, smollm2_gguf
+from fixtures.faults.pipeline import files_holding
 
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.launch import cell_server_command, cell_weights
 from workflow_scripts.loadgen.client import run_load
+from workflow_scripts.loadgen.command import client_argv
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.run_cell import CellInputs, load_spec_for, run_cell
 from workflow_scripts.server import ServerProcess, reserve_port, running, wait_ready
 from workflow_scripts.server_auth import server_api_key
 
+REPO = Path(__file__).resolve().parent.parent
 KEY = "sk-bench-Zq8rT2vX9wLm4Kp7"
 KEY_ENV = "BENCH_SECURITY_TEST_KEY"
 PROBE = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
@@ -107,7 +113,17 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
             assert unkeyed.api_key is None
             refused = compute_metrics(run_load(unkeyed, PROMPTS, progress=False).records, False)
             assert refused["completed"] == 0 and refused["errors_by_reason"] == {"http_401": 3}
+
+            # The standalone client's command line a card prints names the variable, not the key.
+            argv = client_argv(cell.workload_spec, command.base_url, str(tmp_path / "cli"))
+            assert argv[argv.index("--api-key-env") + 1] == KEY_ENV and KEY not in argv
+            cli = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True,
+                                 text=True, timeout=120)
+            assert cli.returncode == 0, cli.stderr[-2000:]
+            written = json.loads((tmp_path / "cli/metrics.json").read_text())
+            assert written["completed"] == 4 and written["errors"] == 0
     assert KEY.encode() not in (tmp_path / "server.log").read_bytes()
+    assert files_holding(tmp_path, KEY.encode()) == []
     assert left_behind(gguf) == []
 
 

@@ -72,6 +72,8 @@ def test_both_secrets_were_in_use(secret_run):
     keyed = metrics(workdir, KEYED)
     assert keyed["status"] == "done", keyed.get("reason")
     assert keyed["load"]["api_key_set"] is True and keyed["completed"] == 4
+    client = keyed["client_command"]  # how to rerun the load by hand: the variable's name
+    assert client[client.index("--api-key-env") + 1] == "BENCH_API_KEY"
     assert keyed["weights"]["source"] == "hf"
     refused = metrics(workdir, UNKEYED)  # same server settings, a client that sends no key
     assert refused["status"] == "failed"

@@ -18,8 +18,9 @@ import psutil
 
 def forward_sigterm_to_jobs() -> bool:
     """In the Snakemake process (an `onstart` hook, after the scheduler set its handler): on
-    SIGTERM, send SIGTERM to every direct child (the running jobs), then let Snakemake's own
-    handler run. Returns False where a handler cannot be set (not the main thread)."""
+    SIGTERM, send SIGTERM to every process below it (the running jobs, and what they started,
+    e.g. a job wrapped in a shell by `--sdm conda`), then let Snakemake's own handler run.
+    Returns False where a handler cannot be set (not the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         return False
     previous = signal.getsignal(signal.SIGTERM)
@@ -31,7 +32,7 @@ def forward_sigterm_to_jobs() -> bool:
         if not forwarded and os.getpid() == owner:  # once; never from a forked child
             forwarded = True
             with contextlib.suppress(psutil.Error):
-                for child in psutil.Process(owner).children():
+                for child in psutil.Process(owner).children(recursive=True):
                     with contextlib.suppress(psutil.Error):
                         child.send_signal(signal.SIGTERM)
         if callable(previous):

@@ -257,6 +257,10 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
                     drafter_weights = drafter_model["quants"][drafter_spec["quant"]]["weights"]
             engine_spec = _copy(config["engines"][choice["engine"]])
             engine_spec["name"] = choice["engine"]
+            workload_spec = config["workloads"][choice["workload"]]
+            if engine_spec.get("api_key_env") and "api_key_env" not in workload_spec:
+                # the client sends the key the server requires (a workload may name another)
+                workload_spec = {**workload_spec, "api_key_env": engine_spec["api_key_env"]}
             engine_spec["settings"] = {
                 **engine_spec.get("settings", {}),
                 **choice.get("settings", {}),
@@ -286,7 +290,7 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
                     engine_spec=engine_spec,
                     drafter_spec=drafter_spec,
                     drafter_weights=drafter_weights,
-                    workload_spec=config["workloads"][choice["workload"]],
+                    workload_spec=workload_spec,
                     run={
                         "host": config["host"],
                         "ready_timeout_s": engine_spec.get(
