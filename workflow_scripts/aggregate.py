@@ -18,6 +18,7 @@ import pandas as pd
 
 from .atomic import write_text
 
+COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
 SUMMARY_COLUMNS = [
     "cell",
     "model",
@@ -175,7 +176,11 @@ def summary_table(
         reference = (by_id.get(metrics["cell"]) or {}).get("reference") or {}
         rows.append(summary_row(metrics, reference))
     references = [(c.get("reference") or {}) for c in by_id.values()]
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS + reference_columns(references))
+    frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS + reference_columns(references))
+    # Counts stay integers when some cells (failed, blocked) have none.
+    for column in COUNT_COLUMNS:
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def context_tokens(cell: Mapping[str, Any]) -> int | None:
@@ -224,7 +229,11 @@ def completed_text(row: Mapping[str, Any]) -> str:
 def _number(value: Any, digits: int = 2) -> str:
     if _is_missing(value):
         return ""
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
 
