@@ -14,22 +14,10 @@ import pytest
 import yaml
 from fixtures.faults.pipeline import files_holding
 
+from tests.config_helpers import default_config, setter
 from workflow_scripts.matrix import ConfigError, build_cells, load_config_file, validate_config
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def default_config() -> dict:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
-
-
-def setter(path, value):
-    def mutate(config):
-        node = config
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-    return mutate
 
 
 ENGINE = ["engines", "llamacpp-cpu"]

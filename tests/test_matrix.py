@@ -8,13 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.config_helpers import default_config, deleter, setter
 from workflow_scripts.matrix import ConfigError, build_cells, load_cells, validate_config
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def default_config() -> dict:
-    return yaml.safe_load((REPO / "config.yaml").read_text())
 
 
 def test_default_matrix_has_the_four_cells_in_order():
@@ -61,22 +58,6 @@ def test_cell_settings_override_engine_settings_for_that_cell_only():
 
 def _mutations():
     """(description, mutate(config), text the error must contain)."""
-    def setter(path, value):
-        def mutate(config):
-            node = config
-            for key in path[:-1]:
-                node = node[key]
-            node[path[-1]] = value
-        return mutate
-
-    def deleter(path):
-        def mutate(config):
-            node = config
-            for key in path[:-1]:
-                node = node[key]
-            del node[path[-1]]
-        return mutate
-
     cell = ["cells", 0, "matrix"]
     workload = ["workloads", "c4"]
     return [
