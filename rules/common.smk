@@ -145,6 +145,10 @@ def all_cell_metrics():
     return [f"{RESULTS}/cells/{cell_id}/metrics.json" for cell_id in CELLS]
 
 
+def all_cell_requests():
+    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in CELLS]
+
+
 # Cards, summary tables and figures, the report (rules/report.smk). They take the config's view
 # of the cells as params, so a card or table follows a config edit without rerunning a cell.
 

@@ -46,6 +46,7 @@ rule card:
 rule aggregate:
     input:
         metrics=all_cell_metrics(),
+        requests=all_cell_requests(),
     output:
         summary_csv=f"{RESULTS}/summary/summary.csv",
         summary_md=f"{RESULTS}/summary/summary.md",

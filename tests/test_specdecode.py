@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from tests.pipeline_helpers import tiny_config, tiny_workload
@@ -98,3 +99,38 @@ def test_self_drafting_model_accepts_every_draft(tmp_path):
     assert spec["timings_acceptance_rate"] == pytest.approx(spec["acceptance_rate"], abs=0.02)
     on_disk = json.loads((tmp_path / "cell" / "metrics.json").read_text())
     assert on_disk["spec"] == spec
+
+
+def _records(cell_done: dict[int, int]) -> list[RequestRecord]:
+    """One request per prompt: prompt index -> completion tokens (0: the request failed).
+    Request i is sent at i seconds and runs 1 s; TTFT 0.1 s."""
+    out = []
+    for i, (prompt, tokens) in enumerate(sorted(cell_done.items())):
+        ok = tokens > 0
+        out.append(RequestRecord(index=i, prompt_index=prompt, status="ok" if ok else "error",
+                                 sent_s=float(i), ttft_s=0.1, e2e_s=1.0,
+                                 prompt_tokens=10, completion_tokens=tokens if ok else None))
+    return out
+
+
+def test_pairs_that_completed_different_prompts_get_common_subset_figures():
+    from workflow_scripts.aggregate import spec_gain_table
+
+    base = {"cell": "m__e__q__none__w", "model": "m", "engine": "e", "quant": "q",
+            "workload": "w", "drafter": "none", "status": "done", "decode_tok_s": 10.0}
+    drafter = {**base, "cell": "m__e__q__ngram__w", "drafter": "ngram", "decode_tok_s": 30.0}
+    records = {
+        base["cell"]: _records({0: 10, 1: 10, 2: 10}),
+        drafter["cell"]: _records({0: 20, 1: 20, 2: 0}),  # prompt 2 failed here
+    }
+    (row,) = spec_gain_table([base, drafter], records).to_dict("records")
+    assert row["common_prompts"] == 2
+    # prompts 0 and 1: sent at 0 s and 1 s, each 1 s long -> a 2 s span
+    assert row["base_decode_tok_s_common"] == pytest.approx(20 / 2)
+    assert row["drafter_decode_tok_s_common"] == pytest.approx(40 / 2)
+    assert row["decode_gain_pct_common"] == pytest.approx(100.0)
+    assert "different prompts completed" in row["flags"]
+
+    same = {**records, drafter["cell"]: _records({0: 20, 1: 20, 2: 20})}
+    (row,) = spec_gain_table([base, drafter], same).to_dict("records")
+    assert pd.isna(row["common_prompts"]) and row["flags"] == ""

@@ -17,6 +17,8 @@ from typing import Any
 import pandas as pd
 
 from .atomic import write_text
+from .loadgen.metrics import common_prompt_subset, compute_metrics
+from .loadgen.records import OK, RequestRecord
 
 COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
 SUMMARY_COLUMNS = [
@@ -339,12 +341,54 @@ SPEC_GAIN_COLUMNS = [
     "drafter_tpot_median_ms",
     "acceptance_rate",
     "acceptance_length",
+    "drafter_itl_per_token_median_ms",
+    "common_prompts",
+    "base_decode_tok_s_common",
+    "drafter_decode_tok_s_common",
+    "decode_gain_pct_common",
+    "base_tpot_median_ms_common",
+    "drafter_tpot_median_ms_common",
     "flags",
 ]
 
 
-def spec_gain_table(all_metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Each drafter cell beside its base (same model, engine, quant, workload, drafter none)."""
+def completed_prompts(records: Sequence[RequestRecord]) -> set[int]:
+    return {r.prompt_index for r in records if r.status == OK and not r.warmup}
+
+
+def common_subset_figures(
+    base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
+) -> dict[str, Any]:
+    """When the two cells completed different prompts (a cap, skipped or failed requests), the
+    pair's figures again on the prompts both completed, from the raw records. Throughput there
+    is the subset's tokens over the subset's own span, so it compares like with like but is not
+    the cell's headline figure."""
+    common = common_prompt_subset(base_records, drafter_records)
+    if completed_prompts(base_records) == completed_prompts(drafter_records):
+        return {}
+
+    def on_common(records: Sequence[RequestRecord]) -> dict[str, Any]:
+        return compute_metrics([r for r in records if r.prompt_index in common and not r.warmup])
+
+    base, drafter = on_common(base_records), on_common(drafter_records)
+    return {
+        "common_prompts": len(common),
+        "base_decode_tok_s_common": base["decode_tok_s"],
+        "drafter_decode_tok_s_common": drafter["decode_tok_s"],
+        "decode_gain_pct_common": _gain_pct(drafter["decode_tok_s"], base["decode_tok_s"]),
+        "base_tpot_median_ms_common": base["tpot_ms"]["median"],
+        "drafter_tpot_median_ms_common": drafter["tpot_ms"]["median"],
+    }
+
+
+def spec_gain_table(
+    all_metrics: Sequence[Mapping[str, Any]],
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+) -> pd.DataFrame:
+    """Each drafter cell beside its base (same model, engine, quant, workload, drafter none).
+    With the cells' request `records`, pairs that completed different prompts also get their
+    figures on the common subset."""
+    records = records or {}
     by_key = {
         (m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")): m
         for m in all_metrics
@@ -356,16 +400,22 @@ def spec_gain_table(all_metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             continue
         base = by_key.get((m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")))
         spec = m.get("spec") or {}
-        flags = []
-        finished = base is not None and base.get("status") == m.get("status") == "done"
+        flags, common = [], {}
         if base is None:
             flags.append("no base cell")
-        elif not finished:
+        elif not base.get("status") == m.get("status") == "done":
             flags.append("a cell of the pair did not finish")
         else:
             if _weights_files(base) != _weights_files(m):
                 flags.append("base and drafter cells used different weight files")
-            if base.get("prompt_indices") != m.get("prompt_indices"):
+            if base["cell"] in records and m["cell"] in records:
+                common = common_subset_figures(records[base["cell"]], records[m["cell"]])
+                if common:
+                    flags.append(
+                        "different prompts completed: *_common columns compare the "
+                        f"{common['common_prompts']} both completed"
+                    )
+            elif base.get("prompt_indices") != m.get("prompt_indices"):
                 flags.append("different prompt sets")
         rows.append(
             {
@@ -387,6 +437,9 @@ def spec_gain_table(all_metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "drafter_tpot_median_ms": _median(m, "tpot_ms"),
                 "acceptance_rate": spec.get("acceptance_rate"),
                 "acceptance_length": spec.get("mean_acceptance_length"),
+                # several tokens arrive per chunk when drafts are accepted: ITL per token
+                "drafter_itl_per_token_median_ms": _median(m, "itl_per_token_ms"),
+                **common,
                 "flags": "; ".join(flags),
             }
         )
@@ -441,6 +494,7 @@ def write_tables(
     cells: Sequence[Mapping[str, Any]],
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> pd.DataFrame:
     """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link)."""
@@ -455,7 +509,7 @@ def write_tables(
         to_markdown(index_table(summary, cells, card_links=card_links), "Index", intro),
     )
     write_table(
-        spec_gain_table(merge_with_cells(all_metrics, cells)),
+        spec_gain_table(merge_with_cells(all_metrics, cells), records),
         out["spec_gain_csv"],
         out["spec_gain_md"],
         "Speculative decoding: each drafter cell beside its base",
@@ -463,12 +517,22 @@ def write_tables(
     return summary
 
 
+def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
+    """Each cell's request records, keyed by cell id (the folder name)."""
+    out = {}
+    for path in map(Path, paths):
+        lines = path.read_text().splitlines()
+        out[path.parent.name] = [RequestRecord.from_dict(json.loads(x)) for x in lines if x]
+    return out
+
+
 def aggregate_from_snakemake(sm) -> None:
     from .report_html import write_tables_html
 
     cells = json.loads(sm.params.cells)
     all_metrics = load_metrics(sm.input.metrics)
-    summary = write_tables(all_metrics, cells, sm.output)
+    records = load_records(sm.input.requests)
+    summary = write_tables(all_metrics, cells, sm.output, records=records)
     write_tables_html(
         sm.output.summary_html,
         "Summary",
@@ -483,7 +547,7 @@ def aggregate_from_snakemake(sm) -> None:
         [
             (
                 "Each drafter cell beside its base",
-                spec_gain_table(merge_with_cells(all_metrics, cells)),
+                spec_gain_table(merge_with_cells(all_metrics, cells), records),
                 "",
             )
         ],
