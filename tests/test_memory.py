@@ -11,7 +11,6 @@ import psutil
 import pytest
 
 from workflow_scripts.memory import (
-    KIB_PER_GIB,
     MemorySample,
     MemorySampler,
     read_mem_available_kib,
@@ -80,52 +79,108 @@ def _start_allocator() -> subprocess.Popen:
     return proc
 
 
-def test_sampler_sees_a_known_allocation():
-    """512 MiB in a child: RSS within 5 %, MemAvailable delta within 25 % (other processes on
-    the machine move MemAvailable too; RSS is the tight check)."""
-    sampler = MemorySampler(interval_s=0.05)
+def _meminfo_mib(*keys: str) -> dict[str, float]:
+    values = {}
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            name, rest = line.split(":", 1)
+            if name in keys:
+                values[name] = int(rest.split()[0]) / 1024
+    return values
+
+
+def _measure_allocation() -> tuple[dict, list[MemorySample], float]:
+    """Sample a 512 MiB child from before its start to after its end. Returns the summary, the
+    samples, and the memory that came from outside while the child held its own (MiB): the
+    rise of anonymous pages minus the fall of free pages, ~0 on a machine that owns its RAM.
+    The kernel folds its counters every vm.stat_interval (1 s): the child holds 2.5 s."""
+    sampler = MemorySampler(interval_s=0.1)
     sampler.take_baseline(5)
     sampler.start()
+    before = _meminfo_mib("MemFree", "AnonPages")
     sampler.set_phase("load")
     proc = _start_allocator()
     try:
         sampler.server_pid = proc.pid
-        time.sleep(0.5)
-        sampler.set_phase("teardown")
+        time.sleep(2.5)
+        during = _meminfo_mib("MemFree", "AnonPages")
     finally:
         proc.kill()
         proc.wait()
+        sampler.set_phase("teardown")
         sampler.stop()
     mem = summarize_memory(sampler.samples, sampler.interval_s)
-    assert mem["server_rss_peak_gib"] * 1024 == pytest.approx(512, rel=0.05)
-    assert mem["load_peak_delta_gib"] * 1024 == pytest.approx(512, rel=0.25)
-    gaps = [b.t - a.t for a, b in zip(sampler.samples, sampler.samples[1:], strict=False)]
-    assert max(gaps) < 0.05 * 20  # never a long hole in the series
+    from_outside = (during["AnonPages"] - before["AnonPages"]) - (
+        before["MemFree"] - during["MemFree"])
+    return mem, sampler.samples, from_outside
+
+
+def test_sampler_sees_a_known_allocation():
+    """512 MiB in a child: RSS (process-local) within 5 %, always. MemAvailable is machine-wide,
+    and on a VM whose host balloons memory it moves by itself (seen here: free memory rising by
+    hundreds of MiB while a 512 MiB allocation was made, so the allocation was invisible in
+    MemAvailable); so its delta is checked, within 25 %, on a try where less than 64 MiB came
+    from outside the guest's own accounting. Up to 5 tries."""
+    seen = []
+    for _ in range(5):
+        mem, samples, from_outside = _measure_allocation()
+        assert mem["server_rss_peak_gib"] * 1024 == pytest.approx(512, rel=0.05)
+        gaps = [b.t - a.t for a, b in zip(samples, samples[1:], strict=False)]
+        assert max(gaps) < 0.1 * 10  # never a long hole in the series
+        seen.append(round(from_outside))
+        if abs(from_outside) < 64 and mem["baseline_quiet"]:
+            assert mem["load_peak_delta_gib"] * 1024 == pytest.approx(512, rel=0.25)
+            return
+    pytest.skip(f"memory came from outside the guest on every try (MiB: {seen}): this "
+                "machine's memory is ballooned by its host; RSS was checked")
 
 
 def test_watchdog_kills_the_process_below_the_floor():
-    """The floor sits 1 GiB under the current MemAvailable and the child takes 2 GiB, so other
-    processes on the machine are unlikely to trip it first."""
-    floor_kib = read_mem_available_kib() - 1024 * MIB
-    proc = None
-
-    def kill(_sample):
-        if proc is not None:
-            proc.kill()
-
-    sampler = MemorySampler(interval_s=0.02, floor_kib=floor_kib, on_floor=kill)
-    sampler.take_baseline(2)
-    sampler.start()
+    """A child holding 512 MiB; the floor is set above what is available, so the first sample
+    crosses it: the watchdog kills the child at once and records the sample that tripped."""
+    proc = _start_allocator()
     try:
-        proc = subprocess.Popen([sys.executable, "-c", allocate(2048)], stdout=subprocess.PIPE)
-        proc.wait(timeout=30)  # returns only once the watchdog killed it
-    finally:
+        floor_kib = read_mem_available_kib() + 256 * MIB
+        sampler = MemorySampler(interval_s=0.05, floor_kib=floor_kib,
+                                on_floor=lambda _sample: proc.kill())
+        sampler.server_pid = proc.pid
+        sampler.start()
+        proc.wait(timeout=10)  # returns only once the watchdog killed it
         sampler.stop()
-        if proc is not None and proc.poll() is None:
+    finally:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert sampler.tripped is not None
     assert sampler.tripped.mem_available_kib < floor_kib
+    assert sampler.tripped.server_rss_kib >= 500 * MIB
     assert proc.returncode == -9
     assert not psutil.pid_exists(proc.pid) or psutil.Process(proc.pid).status() == "zombie"
-    assert KIB_PER_GIB == 2**20
+
+
+@pytest.mark.slow
+def test_a_cell_below_its_memory_floor_fails_and_leaves_no_server(tmp_path):
+    """The real pipeline path: a floor above all the machine's memory trips as soon as the
+    server starts; the server is killed, the cell is `failed` with reason `memory watchdog`,
+    and what was measured (memory samples) is kept."""
+    from tests.pipeline_helpers import tiny_config
+    from workflow_scripts.engines.provision import provision
+    from workflow_scripts.matrix import build_cells, validate_config
+    from workflow_scripts.run_cell import CellInputs, run_cell
+    from workflow_scripts.weights import fetch_weights
+
+    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
+    config["memory"]["floor_gib"] = 100_000
+    (cell,) = build_cells(validate_config(config))
+    manifest = fetch_weights(cell.weights, tmp_path / "weights.json")
+    result = run_cell(CellInputs(cell, tmp_path / "cell", provision(cell.engine, cell.engine_spec),
+                                 manifest))
+    assert result["status"] == "failed"
+    assert result["reason"].startswith("ServerError: memory watchdog")
+    assert result["mem"]["samples"] > 0
+    rows = (tmp_path / "cell" / "memory.csv").read_text().splitlines()
+    assert len(rows) > 1
+    launched = result["server_command"]
+    assert launched[0].endswith("llama-server")
+    survivors = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == launched]
+    assert not survivors
