@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engines.base import EngineAdapter, LaunchPaths
+from .engines.base import EngineAdapter, LaunchPaths, pinned
 from .matrix import Cell
 
 CONTAINER_MODELS = "/models"
@@ -25,7 +25,6 @@ CONTAINER_HF_HOME = "/root/.cache/huggingface"
 PASSTHROUGH_ENV = ("HF_TOKEN",)
 _DOCKER_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _PLACEHOLDER = re.compile(r"^<[A-Za-z0-9_.-]+>")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ def resolved_revision(manifest: dict[str, Any] | None) -> str | None:
         resolved.get("revision_sha") if isinstance(resolved, dict) else None,
         manifest.get("resolved_revision"),
     ):
-        if isinstance(value, str) and _COMMIT.match(value):
+        if pinned(value):
             return value
     return None
 

@@ -4,12 +4,20 @@ engines that split their context into slots) how much context one request gets."
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import requests
 
 from ..server_auth import auth_headers
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def pinned(revision: str | None) -> str | None:
+    """Only a commit pins weights; a branch or tag name is left to the engine's default."""
+    return revision if isinstance(revision, str) and _COMMIT.match(revision) else None
 
 
 @dataclass(frozen=True)
@@ -185,3 +193,37 @@ class EngineAdapter:
     def tokenizer_only_settings(self, cell) -> dict[str, Any]:
         """Settings for a short-lived server that only tokenizes (context sizing)."""
         raise NotImplementedError(f"{self.kind} has no tokenizer-only server")
+
+
+class HubModelAdapter(EngineAdapter):
+    """Engines that load a model by hub id (or a local path) and fetch it themselves (vLLM,
+    SGLang): model, pinned revision, address, settings, drafter flags, extra args."""
+
+    prefers_hub_id = True
+    model_flag: ClassVar[tuple[str, ...]] = ()  # what precedes the model (vLLM: positional)
+    setting_order: ClassVar[tuple[str, ...]] = ()  # how the engine's docs order its flags
+
+    def model_ref(self, paths: LaunchPaths) -> str:
+        return paths.weights_repo or paths.weights
+
+    @staticmethod
+    def drafter_model(paths: LaunchPaths) -> tuple[str | None, str | None]:
+        """The draft model (hub id or path) and its pinned revision, if the drafter has one."""
+        model = paths.drafter_repo or paths.drafter_weights
+        return model, pinned(paths.drafter_revision) if paths.drafter_repo else None
+
+    def drafter_args(self, spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
+        raise NotImplementedError
+
+    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
+        settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
+        args = [*self.model_flag, self.model_ref(paths)]
+        revision = pinned(paths.weights_revision) if paths.weights_repo else None
+        if revision:
+            args += ["--revision", revision]
+        args += ["--host", paths.host, "--port", str(paths.port)]
+        args += flag_args(settings, self.setting_order)
+        if cell.drafter_spec:
+            args += self.drafter_args(cell.drafter_spec, paths)
+        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        return args

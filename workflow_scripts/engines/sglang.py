@@ -8,8 +8,7 @@ import json
 from typing import Any
 
 from . import register
-from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args
-from .vllm import pinned
+from .base import HubModelAdapter, LaunchPaths, SpecCounters, flag_args
 
 # drafter kind -> `--speculative-algorithm`
 ALGORITHMS = {
@@ -31,42 +30,26 @@ SETTING_ORDER = (
 
 
 @register
-class SglangAdapter(EngineAdapter):
+class SglangAdapter(HubModelAdapter):
     kind = "sglang"
     drafter_kinds = frozenset(ALGORITHMS)
     drafter_kinds_needing_model = NEEDS_MODEL
     metrics_path = "/get_server_info"  # where acceptance is; `/metrics` needs --enable-metrics
     version_path = "/get_server_info"
     default_port = 30000
-    prefers_hub_id = True
+    model_flag = ("--model-path",)
+    setting_order = SETTING_ORDER
     docker_args = ("--shm-size", "32g")
 
-    def model_ref(self, paths: LaunchPaths) -> str:
-        return paths.weights_repo or paths.weights
-
-    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
-        settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
-        args = ["--model-path", self.model_ref(paths)]
-        revision = pinned(paths.weights_revision) if paths.weights_repo else None
-        if revision:
-            args += ["--revision", revision]
-        args += ["--host", paths.host, "--port", str(paths.port)]
-        args += flag_args(settings, SETTING_ORDER)
-        if cell.drafter_spec:
-            args += self._drafter_args(cell.drafter_spec, paths)
-        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
-        return args
-
-    @staticmethod
-    def _drafter_args(spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
+    def drafter_args(self, spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
         """`n_max` is the draft depth: `--speculative-num-steps` for tree drafters (with a
         chain, top-k 1, of n_max + 1 tokens to verify), the draft-token count for NGRAM.
         Drafter settings become `--speculative-<key>` flags and win over these defaults."""
         algorithm = ALGORITHMS[spec["kind"]]
         flags: dict[str, Any] = {}
-        if paths.drafter_weights or paths.drafter_repo:
-            flags["speculative_draft_model_path"] = paths.drafter_repo or paths.drafter_weights
-            revision = pinned(paths.drafter_revision) if paths.drafter_repo else None
+        model, revision = self.drafter_model(paths)
+        if model:
+            flags["speculative_draft_model_path"] = model
             if revision:
                 flags["speculative_draft_model_revision"] = revision
         if "n_max" in spec:

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from . import register
-from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args
+from .base import HubModelAdapter, LaunchPaths, SpecCounters
 
 # drafter kind -> vLLM `speculative_config.method`
 METHODS = {
@@ -31,48 +30,28 @@ SETTING_ORDER = (
     "kv_cache_dtype",
     "served_model_name",
 )
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
-
-def pinned(revision: str | None) -> str | None:
-    """Only a commit pins weights; a branch or tag name is left to the engine's default."""
-    return revision if revision and COMMIT.match(revision) else None
-
 
 @register
-class VllmAdapter(EngineAdapter):
+class VllmAdapter(HubModelAdapter):
     kind = "vllm"
     drafter_kinds = frozenset(METHODS)
     drafter_kinds_needing_model = NEEDS_MODEL
     version_path = "/version"
     default_port = 8000
-    prefers_hub_id = True
+    setting_order = SETTING_ORDER
     docker_args = ("--ipc=host",)
     api_key_env_var = "VLLM_API_KEY"
 
-    def model_ref(self, paths: LaunchPaths) -> str:
-        return paths.weights_repo or paths.weights
-
-    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
-        settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
-        args = [self.model_ref(paths)]
-        revision = pinned(paths.weights_revision) if paths.weights_repo else None
-        if revision:
-            args += ["--revision", revision]
-        args += ["--host", paths.host, "--port", str(paths.port)]
-        args += flag_args(settings, SETTING_ORDER)
-        if cell.drafter_spec:
-            config = self.speculative_config(cell.drafter_spec, paths)
-            args += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
-        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
-        return args
+    def drafter_args(self, spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
+        config = self.speculative_config(spec, paths)
+        return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
 
     def speculative_config(self, spec: dict[str, Any], paths: LaunchPaths) -> dict[str, Any]:
         """Key order as vLLM's docs write it: method, model, num_speculative_tokens, extras."""
         config: dict[str, Any] = {"method": METHODS[spec["kind"]]}
-        if paths.drafter_weights or paths.drafter_repo:
-            config["model"] = paths.drafter_repo or paths.drafter_weights
-            revision = pinned(paths.drafter_revision) if paths.drafter_repo else None
+        model, revision = self.drafter_model(paths)
+        if model:
+            config["model"] = model
             if revision:
                 config["revision"] = revision
         if "n_max" in spec:
