@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,26 +78,20 @@ def run_snakemake(workdir: Path, *extra: str, timeout: float = 600) -> subproces
                           timeout=timeout)
 
 
-def planned_jobs(workdir: Path) -> dict[str, int]:
-    """Rule -> job count of a dry run (what would run now)."""
-    proc = run_snakemake(workdir, "-n", "--quiet", "rules")
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    counts: dict[str, int] = {}
-    for line in (proc.stdout + proc.stderr).splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
-            counts[parts[0]] = int(parts[1])
-    return counts
+_JOB = re.compile(r"^(?:local)?rule (\w+):$")
 
 
 def planned_cells(workdir: Path) -> set[str]:
-    """Cell ids a dry run would (re)run."""
+    """Cells whose benchmark (the `cell` rule, not a card or figure of it) a dry run would run."""
     proc = run_snakemake(workdir, "-n")
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    cells = set()
+    cells, rule = set(), None
     for line in (proc.stdout + proc.stderr).splitlines():
         line = line.strip()
-        if line.startswith("wildcards: cell="):
+        match = _JOB.match(line)
+        if match:
+            rule = match.group(1)
+        elif rule == "cell" and line.startswith("wildcards: cell="):
             cells.add(line.split("=", 1)[1])
     return cells
 

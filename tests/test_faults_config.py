@@ -6,15 +6,13 @@ refused too, and the refusal writes the secret nowhere."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from fixtures.faults.pipeline import files_holding
 
 from tests.config_helpers import default_config, setter
+from tests.pipeline_helpers import run_snakemake, write_config
 from workflow_scripts.matrix import ConfigError, build_cells, load_config_file, validate_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,11 +88,8 @@ def test_a_secret_in_the_config_stops_snakemake_before_anything_and_is_written_n
     secret = "sk-config-secret-91f0c2"
     config = default_config()
     config["engines"]["llamacpp-cpu"]["env"] = {"LLAMA_API_KEY": secret}
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
-         "--configfile", str(tmp_path / "matrix.yaml"), "--cores", "1"],
-        capture_output=True, text=True, timeout=120)
+    write_config(tmp_path, config)
+    proc = run_snakemake(tmp_path, timeout=120)
     assert proc.returncode != 0
     assert "engines.llamacpp-cpu.env.LLAMA_API_KEY" in proc.stdout + proc.stderr
     assert secret not in proc.stdout + proc.stderr

@@ -16,9 +16,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixtures.faults.pipeline import planned_cell_runs
 
-from tests.pipeline_helpers import run_snakemake, tiny_config, tiny_workload, write_config
+from tests.pipeline_helpers import (
+    planned_cells,
+    run_snakemake,
+    tiny_config,
+    tiny_workload,
+    write_config,
+)
 from workflow_scripts import atomic
 
 CELL = "smollm2-135m__llamacpp-cpu__q4_1__none__tiny"
@@ -62,7 +67,7 @@ def test_a_full_disk_fails_the_cell_loudly_and_keeps_nothing(tmp_path, small_dis
     assert left == [".filler"], left  # no result, no temp file: nothing half-written counts
     assert not (tmp_path / "results/failures" / f"{CELL}.count").exists()  # not a result either
     filler.unlink()  # space again: the next run redoes the cell
-    assert planned_cell_runs(tmp_path) == {CELL}
+    assert planned_cells(tmp_path) == {CELL}
 
 
 class _FillsUp:

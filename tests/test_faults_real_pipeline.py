@@ -17,11 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 from engine_helpers import smollm2_gguf
-from fixtures.faults.pipeline import planned_cell_runs
 
 from tests.pipeline_helpers import (
     alive,
     llama_servers_under,
+    planned_cells,
     run_snakemake,
     snakemake_argv,
     tiny_config,
@@ -147,7 +147,7 @@ def test_the_pipelines_server_listens_on_loopback_only(killed_run):
 
 def test_the_failed_cells_and_only_they_are_redone(killed_run):
     workdir, _, _ = killed_run
-    assert planned_cell_runs(workdir) == {VICTIM, CUT}
+    assert planned_cells(workdir) == {VICTIM, CUT}
     summary = (workdir / "results/summary/summary.csv").read_text()
     assert summary.count("failed") >= 2 and "exited with code -9" in summary
 
@@ -187,7 +187,7 @@ def test_sigterm_to_snakemake_under_load_tears_down_and_redoes_only_that_cell(tm
     folder = tmp_path / "results/cells" / VICTIM
     assert [name for name in OUTPUTS if (folder / name).exists()] == []
     assert "signal 15" in (tmp_path / "logs/cells" / f"{VICTIM}.log").read_text()
-    assert planned_cell_runs(tmp_path) == {VICTIM}
+    assert planned_cells(tmp_path) == {VICTIM}
 
 
 def group_alive(pgid: int) -> bool:

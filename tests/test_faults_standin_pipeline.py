@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import left_behind
-from fixtures.faults.pipeline import planned_cell_runs
 
-from tests.pipeline_helpers import run_snakemake, tiny_config, write_config
+from tests.pipeline_helpers import planned_cells, run_snakemake, tiny_config, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.standin]
 
@@ -163,7 +162,7 @@ def test_failed_cells_are_retried_next_run_and_the_done_one_is_not(faulty_run):
     workdir, rows = faulty_run
     failed = {cell_id for cell_id, row in rows.items() if row["status"] == "failed"}
     assert len(failed) == 7
-    assert planned_cell_runs(workdir) == failed
+    assert planned_cells(workdir) == failed
     for cell_id in failed:
         counter = workdir / "results/failures" / f"{cell_id}.count"
         assert counter.read_text().strip() == "1"

@@ -6,9 +6,9 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.config_helpers import default_config, deleter, setter
+from tests.pipeline_helpers import run_snakemake, write_config
 from workflow_scripts.matrix import ConfigError, build_cells, load_cells, validate_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,16 +128,10 @@ def test_duplicate_cell_ids_are_rejected():
 
 def test_bad_config_fails_the_workflow_before_any_job(tmp_path):
     """Snakemake itself refuses the config with the key named; nothing is downloaded."""
-    import subprocess
-    import sys
-
     config = default_config()
     config["workloads"]["c4"]["concurrency"] = 0
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
-         "--configfile", str(tmp_path / "bad.yaml"), "--cores", "1"],
-        capture_output=True, text=True, timeout=120)
+    write_config(tmp_path, config)
+    proc = run_snakemake(tmp_path, timeout=120)
     assert proc.returncode != 0
     assert "workloads.c4.concurrency" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()

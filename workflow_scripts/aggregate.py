@@ -495,9 +495,10 @@ def write_tables(
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
-    index.md links each cell's card through `card_links` (None: no cards to link)."""
+    index.md links each cell's card through `card_links` (None: no cards to link).
+    Returns the summary and spec-gain tables."""
     summary = summary_table(all_metrics, cells)
     write_table(
         summary, out["summary_csv"], out["summary_md"], "Summary: one row per cell", SUMMARY_INTRO
@@ -508,13 +509,14 @@ def write_tables(
         out["index_md"],
         to_markdown(index_table(summary, cells, card_links=card_links), "Index", intro),
     )
+    spec_gain = spec_gain_table(merge_with_cells(all_metrics, cells), records)
     write_table(
-        spec_gain_table(merge_with_cells(all_metrics, cells), records),
+        spec_gain,
         out["spec_gain_csv"],
         out["spec_gain_md"],
         "Speculative decoding: each drafter cell beside its base",
     )
-    return summary
+    return summary, spec_gain
 
 
 def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
@@ -532,7 +534,7 @@ def aggregate_from_snakemake(sm) -> None:
     cells = json.loads(sm.params.cells)
     all_metrics = load_metrics(sm.input.metrics)
     records = load_records(sm.input.requests)
-    summary = write_tables(all_metrics, cells, sm.output, records=records)
+    summary, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
     write_tables_html(
         sm.output.summary_html,
         "Summary",
@@ -547,7 +549,7 @@ def aggregate_from_snakemake(sm) -> None:
         [
             (
                 "Each drafter cell beside its base",
-                spec_gain_table(merge_with_cells(all_metrics, cells), records),
+                spec_gain,
                 "",
             )
         ],

@@ -18,7 +18,6 @@ import yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 NO_DRAFTER = "none"
-CELL_FIELDS = ("model", "quant", "engine", "drafter", "workload")
 _ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 

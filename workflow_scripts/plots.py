@@ -281,7 +281,3 @@ def measured_vs_reference_figure(summary: pd.DataFrame):
     fig.suptitle("Measured vs published reference figures")
     fig.tight_layout()
     return fig
-
-
-def plot_decode_throughput(summary: pd.DataFrame, path: str | Path) -> None:
-    save_figure(decode_throughput_figure(summary), path)
