@@ -42,10 +42,11 @@ while True:
 
 
 def llama_server_binary() -> str:
-    """The pinned llama-server (built once, cached outside the clone)."""
-    from workflow_scripts.engines.build_llamacpp import LlamaCppBuild, build_llama_server
+    """The pinned llama-server as the engine step provisions it: the first build variant that
+    passes the smoke test here (built once, cached outside the clone)."""
+    from workflow_scripts.engines.provision import provision_build
 
-    return build_llama_server(LlamaCppBuild())["binary"]
+    return provision_build("tests", {"build": {}})["binary"]
 
 
 def smollm2_gguf(tmp_dir: Path) -> str:

@@ -13,8 +13,8 @@ import time
 import urllib.request
 
 import pytest
+from engine_helpers import llama_server_binary
 
-from workflow_scripts.engines.build_llamacpp import LlamaCppBuild, build_llama_server
 from workflow_scripts.loadgen.client import LoadSpec, run_load
 from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
@@ -36,7 +36,7 @@ COUNTERS = ("tokens_predicted_total", "prompt_tokens_total", "prompt_tokens_cach
 def llama_server(tmp_path_factory):
     """A real llama-server with 4 slots; always torn down."""
     workdir = tmp_path_factory.mktemp("llama")
-    binary = build_llama_server(LlamaCppBuild())["binary"]
+    binary = llama_server_binary()
     model = fetch_weights(SMOLLM2_WEIGHTS, workdir / "weights.json")["primary"]
     port = free_port()
     argv = [

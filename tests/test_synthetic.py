@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from engine_helpers import llama_server_binary
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
@@ -176,11 +177,7 @@ def _smollm2_gguf() -> Path:
 
 @pytest.mark.slow
 def test_135m_shape_from_smollm2_tokenizer_serves_chat_completions(tmp_path, monkeypatch):
-    from workflow_scripts.engines.build_llamacpp import LlamaCppBuild, binary_path
-
-    server = binary_path(LlamaCppBuild())
-    if not Path(server).is_file():
-        pytest.skip(f"llama-server is not built yet ({server}); the engine rule builds it")
+    server = llama_server_binary()
     smollm2 = _smollm2_gguf()
     monkeypatch.setenv("LLMBENCH_CACHE", str(tmp_path / "cache"))
     spec = {"source": "synthetic", "shape": SMOLLM2_135M, "dtype": "f16", "seed": 0,

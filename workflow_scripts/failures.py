@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from .atomic import write_text
+from .atomic import write_json, write_text
 
 
 def failure_count(failures_dir: str | Path, cell_id: str) -> int:
@@ -22,11 +23,15 @@ def bump_failures(failures_dir: str | Path, cell_id: str) -> int:
 
 
 def write_failed_stamp(
-    path: str | Path, failures_dir: str | Path, key: str, exc: BaseException
+    path: str | Path,
+    failures_dir: str | Path,
+    key: str,
+    exc: BaseException,
+    details: dict[str, Any] | None = None,
 ) -> None:
     """A provisioning step (weights, engine) that failed: leave a stamp saying so, so the cells
-    that need it fail with this reason instead of stopping the run, and retry next run."""
-    from .atomic import write_json
-
+    that need it fail with this reason instead of stopping the run, and retry next run.
+    `details` (e.g. each build variant tried) goes into the stamp beside the reason."""
     bump_failures(failures_dir, key)
-    write_json(path, {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:4000]})
+    reason = f"{type(exc).__name__}: {exc}"[:4000]
+    write_json(path, {**(details or {}), "status": "failed", "reason": reason})

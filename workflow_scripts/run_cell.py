@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import socket
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from .atomic import atomic_open, write_json, write_text
 from .context_guard import guard_prompts, size_before_launch
 from .engines import adapter_for
 from .engines.base import SpecCounters
+from .engines.provision import native_build_mismatch
 from .failures import bump_failures
 from .launch import cell_server_command, cell_weights, container_image_id, container_pid
 from .loadgen.client import LoadSpec, run_load
@@ -35,6 +35,7 @@ from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_c
 from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
 from .server_auth import auth_headers, client_api_key, engine_api_key, server_api_key
 from .specdecode import acceptance_from_counters, acceptance_from_timings
+from .terminal import say
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,14 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
     try:
         with sigterm_raises(), server_api_key(engine_api_key(cell)):
             for what, stamp in (
-                ("engine", inputs.engine_info),
-                ("weights", inputs.weights_manifest),
-                ("drafter weights", inputs.drafter_manifest or {}),
+                ("engine unusable", inputs.engine_info),
+                ("weights not available", inputs.weights_manifest),
+                ("drafter weights not available", inputs.drafter_manifest or {}),
             ):
                 if stamp.get("status") == "failed":
-                    raise RuntimeError(f"{what} not available: {stamp.get('reason')}")
+                    raise RuntimeError(f"{what}: {stamp.get('reason')}")
+            if mismatch := native_build_mismatch(inputs.engine_info):
+                raise RuntimeError(f"engine unusable here: {mismatch}")
             dataset = load_dataset(
                 cell.workload_spec["dataset"], int(cell.workload_spec["num_prompts"])
             )
@@ -186,6 +189,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 result["ready_s"] = wait_ready(
                     server, base_url, adapter.health_path, float(cell.run["ready_timeout_s"]), probe
                 )
+                say(f"{cell.id}: server ready in {result['ready_s']:.1f} s; load test starts")
                 result["server_version"] = adapter.server_version(base_url)
                 if command.container:
                     result["container_image_id"] = container_image_id(command.container)
@@ -202,7 +206,9 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                     text = _scrape(base_url, adapter.metrics_path)
                     counters["before"] = adapter.parse_spec_metrics(text) if text else None
 
-                load = run_load(spec, prompts, on_measure_start=on_measure_start)
+                load = run_load(
+                    spec, prompts, on_measure_start=on_measure_start, progress_label=cell.id
+                )
                 records = load.records
                 died = None if server.alive() else server.died_message("while the load ran")
                 text = _scrape(base_url, adapter.metrics_path)
@@ -325,4 +331,8 @@ def run_cell_from_snakemake(sm) -> None:
         failures_dir=Path(sm.params.failures_dir),
     )
     result = run_cell(inputs)
-    print(f"{cell.id}: {result['status']} {result.get('reason') or ''}", file=sys.stderr)
+    if result["status"] == "done":
+        say(f"{cell.id}: done, {result['decode_tok_s']:.1f} decode tok/s")
+    else:
+        reason = (result.get("reason") or "no reason given").splitlines()[0][:300]
+        say(f"{cell.id}: failed: {reason}")

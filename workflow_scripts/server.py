@@ -19,6 +19,7 @@ from typing import IO
 
 import requests
 
+from .exits import describe_exit
 from .server_auth import auth_headers
 
 PR_SET_PDEATHSIG = 1
@@ -186,7 +187,7 @@ class ServerProcess:
             log.write(done.stdout + done.stderr)
         if done.returncode != 0:
             raise ServerError(
-                f"{' '.join(self.argv[:2])} exited with code {done.returncode}; last log lines:\n"
+                f"{' '.join(self.argv[:2])} {describe_exit(done.returncode)}; last log lines:\n"
                 f"{tail(self.log_path)}"
             )
 
@@ -239,7 +240,7 @@ class ServerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=5)
         code = self.proc.poll() if self.proc else None
-        what = f"server exited with code {code}"
+        what = f"server {describe_exit(code)}"
         if self.alive_argv and (code is None or self.follow_argv):
             # the client (or the log follower) says little: the container's state says more
             what = f"container is not running ({self._container_note or 'state unknown'})"

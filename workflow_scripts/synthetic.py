@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,17 @@ import numpy as np
 
 # Storage types the `gguf` package can write from numpy; K-quants it can only read.
 DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
+# K-quants written as random blocks: random quants and sub-block scales, with each block's f16
+# super-scales (at these byte offsets, from ggml-common.h) set to small finite values so the
+# weights stay in range. Enough for a smoke test of the kernels; never a model of any quality.
+K_QUANT_SCALE_OFFSETS = {
+    "q2_k": (80, 82),  # scales[16], qs[64], d, dmin
+    "q3_k": (108,),  # hmask[32], qs[64], scales[12], d
+    "q4_k": (0, 2),  # d, dmin, scales[12], qs[128]
+    "q5_k": (0, 2),  # d, dmin, scales[12], qh[32], qs[128]
+    "q6_k": (208,),  # ql[128], qh[64], scales[16], d
+}
+_K_QUANT_SCALE = np.float16(2.0**-9)
 # Random weights are f16 bit patterns with this exponent field: |w| in [2**-7, 2**-6), random sign
 # and mantissa. Activations stay in range at any width, and generation is a few bit operations.
 _F16_EXPONENT_BITS = 0x2000
@@ -33,6 +44,11 @@ _FILE_TYPES = {
     "q5_0": 8,
     "q5_1": 9,
     "bf16": 32,
+    "q2_k": 10,
+    "q3_k": 12,
+    "q4_k": 15,
+    "q5_k": 17,
+    "q6_k": 18,
 }
 
 
@@ -128,6 +144,27 @@ class Tokenizer:
             raise SyntheticError(f"{path}: no tokenizer.ggml.tokens, cannot take its tokenizer")
         return cls(source=str(path), fields=tuple(fields), vocab_size=len(tokens.data))
 
+    @classmethod
+    def byte_level(cls) -> Tokenizer:
+        """A tokenizer of our own making, no model file needed: SentencePiece-style with only
+        `<unk>`, `<s>`, `</s>` and the 256 byte tokens, so any text encodes byte by byte."""
+        from gguf import GGUFValueType
+
+        tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256))]
+        # llama.cpp token types: 2 unknown, 3 control, 6 byte.
+        types = [2, 3, 3, *([6] * 256)]
+        fields = (
+            ("tokenizer.ggml.model", "llama", GGUFValueType.STRING, None),
+            ("tokenizer.ggml.tokens", tokens, GGUFValueType.ARRAY, GGUFValueType.STRING),
+            ("tokenizer.ggml.scores", [0.0] * len(tokens), GGUFValueType.ARRAY,
+             GGUFValueType.FLOAT32),
+            ("tokenizer.ggml.token_type", types, GGUFValueType.ARRAY, GGUFValueType.INT32),
+            ("tokenizer.ggml.unknown_token_id", 0, GGUFValueType.UINT32, None),
+            ("tokenizer.ggml.bos_token_id", 1, GGUFValueType.UINT32, None),
+            ("tokenizer.ggml.eos_token_id", 2, GGUFValueType.UINT32, None),
+        )
+        return cls(source="byte-level (built in)", fields=fields, vocab_size=len(tokens))
+
     @property
     def has_chat_template(self) -> bool:
         return any(key == "tokenizer.chat_template" for key, *_ in self.fields)
@@ -155,11 +192,26 @@ def _tensor_chunks(
     rows_per_chunk = max(1, _CHUNK_ELEMENTS // cols)
     for start in range(0, rows, rows_per_chunk):
         n_rows = min(rows_per_chunk, rows - start)
+        if qtype.name.lower() in K_QUANT_SCALE_OFFSETS:
+            yield _random_k_blocks(rng, n_rows * cols, qtype)
+            continue
         block = _random_f16(rng, n_rows * cols).reshape(n_rows, cols)
         if qtype == GGMLQuantizationType.F16:
             yield block
         else:
             yield quantize(block.astype(np.float32), qtype)
+
+
+def _random_k_blocks(rng: np.random.Generator, count: int, qtype: Any) -> np.ndarray:
+    """`count` weights of a K-quant as random blocks with small finite super-scales."""
+    from gguf import GGML_QUANT_SIZES
+
+    block_size, type_size = GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, size=(count // block_size, type_size), dtype=np.uint8)
+    scale = np.frombuffer(_K_QUANT_SCALE.tobytes(), dtype=np.uint8)
+    for offset in K_QUANT_SCALE_OFFSETS[qtype.name.lower()]:
+        blocks[:, offset : offset + 2] = scale
+    return blocks
 
 
 def _nbytes(shape: tuple[int, ...], qtype: Any) -> int:
@@ -189,21 +241,31 @@ def build_gguf(
     dtype: str = "f16",
     seed: int = 0,
     name: str = "synthetic",
+    tensor_dtypes: Mapping[str, str] | None = None,
 ) -> BuildInfo:
-    """Write the model to `out_path`, tensor by tensor (memory stays at one chunk)."""
+    """Write the model to `out_path`, tensor by tensor (memory stays at one chunk). `dtype` is
+    the bulk storage type; `tensor_dtypes` gives single matrices another one (a mixed model)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
-    if dtype not in DTYPES:
-        raise SyntheticError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
-    qtype = GGMLQuantizationType[dtype.upper()]
-    block_size = _quant_block(qtype)
-    for dim_name in ("hidden_size", "ffn_size"):
-        if getattr(shape, dim_name) % block_size:
-            raise SyntheticError(
-                f"shape: {dim_name} {getattr(shape, dim_name)} must be a multiple of {block_size} "
-                f"for dtype {dtype}"
-            )
+    tensor_dtypes = dict(tensor_dtypes or {})
+    for used in {dtype, *tensor_dtypes.values()}:
+        if used not in DTYPES and used not in K_QUANT_SCALE_OFFSETS:
+            choices = ", ".join([*DTYPES, *K_QUANT_SCALE_OFFSETS])
+            raise SyntheticError(f"dtype '{used}' is not one of {choices}")
+        block_size = _quant_block(GGMLQuantizationType[used.upper()])
+        for dim_name in ("hidden_size", "ffn_size"):
+            if getattr(shape, dim_name) % block_size:
+                raise SyntheticError(
+                    f"shape: {dim_name} {getattr(shape, dim_name)} must be a multiple of "
+                    f"{block_size} for dtype {used}"
+                )
     tensors = shape.tensors(tokenizer.vocab_size)
+
+    def tensor_qtype_of(tensor_name: str, tensor_shape: tuple[int, ...]) -> Any:
+        if len(tensor_shape) == 1:
+            return GGMLQuantizationType.F32
+        return GGMLQuantizationType[tensor_dtypes.get(tensor_name, dtype).upper()]
+
     writer = GGUFWriter(out_path, arch="llama")
     writer.add_name(name)
     writer.add_type("model")
@@ -222,7 +284,7 @@ def build_gguf(
     for key, value, vtype, sub_type in tokenizer.fields:
         writer.add_key_value(key, value, vtype, sub_type=sub_type)
     for tensor_name, tensor_shape in tensors:
-        tensor_qtype = GGMLQuantizationType.F32 if len(tensor_shape) == 1 else qtype
+        tensor_qtype = tensor_qtype_of(tensor_name, tensor_shape)
         writer.add_tensor_info(
             tensor_name,
             tensor_shape,
@@ -237,7 +299,7 @@ def build_gguf(
     out = writer.fout[0]
     alignment = writer.data_alignment
     for tensor_name, tensor_shape in tensors:
-        tensor_qtype = GGMLQuantizationType.F32 if len(tensor_shape) == 1 else qtype
+        tensor_qtype = tensor_qtype_of(tensor_name, tensor_shape)
         out.write(b"\0" * (-out.tell() % alignment))
         written = 0
         for chunk in _tensor_chunks(tensor_name, tensor_shape, seed, tensor_qtype):

@@ -1,7 +1,12 @@
 """Build only `llama-server` from the llama.cpp tree vendored in a pinned llama-cpp-python sdist.
 
-The binary is cached outside the clone, keyed by sdist version and cmake flags, so a second
-clone (CI) and later runs reuse it. A file lock keeps two builds of one key from colliding.
+A build comes in variants of decreasing speed and increasing portability (`VARIANTS`); the
+engine step tries them in order until one passes the smoke test (`engines.smoke`). Binaries
+are cached outside the clone, keyed by sdist version, cmake flags, variant and, for a native
+variant, the CPU features the compiler targeted: a shared cache (other clones, CI, Slurm
+nodes on NFS) never hands a native binary to a CPU of another feature set, while a portable
+build is shared by all. A file lock plus build-to-temp-then-rename keeps two builds of one key
+(two clones, two jobs) from colliding.
 """
 
 from __future__ import annotations
@@ -10,15 +15,22 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..exits import describe_exit
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
+from ..server import tail
+from ..terminal import Throttle, say
+from .cpu_isa import CpuIsa
 
 # Off by default: the web UI would be fetched from the network; OpenSSL/curl are not needed.
 BASE_CMAKE_FLAGS = (
@@ -31,21 +43,121 @@ BASE_CMAKE_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_CURL=OFF",
 )
+_AMX_OFF = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
+_X86_SIMD_OFF = tuple(
+    f"-DGGML_{name}=OFF" for name in ("AVX", "AVX2", "FMA", "F16C", "BMI2", "AVX_VNNI")
+)
+
+
+class BuildError(RuntimeError):
+    """The build itself failed (configure or compile), as opposed to a binary that will not run."""
+
+
+@dataclass(frozen=True)
+class BuildVariant:
+    """One way to build: cmake flags, compiler flags, and whether it depends on this CPU."""
+
+    name: str
+    cmake_flags: tuple[str, ...]
+    compiler_flags: tuple[str, ...] = ()
+    native: bool = False
+    x86_only: bool = False
+    needs_amx: bool = False  # only worth trying where native would compile AMX in
+    describes: str = ""
+
+
+# Tried in this order. Native is fastest; a CPU can advertise features it then traps on (AMX in
+# some VMs: SIGILL at the first tile instruction), hence native without AMX; then GGML_NATIVE=OFF,
+# which on x86 is the x86-64-v3 level (AVX2, FMA, F16C, BMI2) and on Arm the baseline; last, on
+# x86, SSE4.2 only, for CPUs without AVX2.
+VARIANTS = (
+    BuildVariant("native", ("-DGGML_NATIVE=ON",), native=True, describes="-march=native"),
+    BuildVariant(
+        "native-no-amx",
+        ("-DGGML_NATIVE=ON",),
+        _AMX_OFF,
+        native=True,
+        needs_amx=True,
+        describes="-march=native without AMX",
+    ),
+    BuildVariant("portable", ("-DGGML_NATIVE=OFF",), describes="GGML_NATIVE=OFF (x86: AVX2/FMA)"),
+    BuildVariant(
+        "baseline",
+        ("-DGGML_NATIVE=OFF", *_X86_SIMD_OFF),
+        x86_only=True,
+        describes="GGML_NATIVE=OFF, SSE4.2 only",
+    ),
+)
+VARIANT_NAMES = tuple(v.name for v in VARIANTS)
+
+
+def variant_named(name: str) -> BuildVariant:
+    for variant in VARIANTS:
+        if variant.name == name:
+            return variant
+    raise ValueError(f"unknown build variant '{name}' (choose from {', '.join(VARIANT_NAMES)})")
+
+
+def variants_to_try(isa: CpuIsa, names: tuple[str, ...] = VARIANT_NAMES) -> list[BuildVariant]:
+    """The variants worth building on this CPU, in order: no-AMX only where native has AMX,
+    the SSE4.2 baseline only on x86."""
+    x86 = isa.machine in ("x86_64", "amd64", "i686", "i386")
+    out = []
+    for variant in map(variant_named, names):
+        if (variant.needs_amx and not isa.has_amx) or (variant.x86_only and not x86):
+            continue
+        out.append(variant)
+    return out
+
+
+def _merge_compiler_flags(flags: list[str], extra: tuple[str, ...]) -> list[str]:
+    """Add `extra` to CMAKE_C_FLAGS and CMAKE_CXX_FLAGS, keeping flags the user set there."""
+    if not extra:
+        return flags
+    out = list(flags)
+    for var in ("CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS"):
+        prefix = f"-D{var}="
+        found = [i for i, flag in enumerate(out) if flag.startswith(prefix)]
+        if found:
+            i = found[-1]
+            out[i] = f"{out[i]} {' '.join(extra)}".replace("= ", "=")
+        else:
+            out.append(prefix + " ".join(extra))
+    return out
 
 
 @dataclass(frozen=True)
 class LlamaCppBuild:
-    """What to build: the sdist pin and the extra cmake flags (e.g. CUDA)."""
+    """What to build: the sdist pin, the user's extra cmake flags (e.g. CUDA), the variant and,
+    for a native variant, the CPU ISA it targets."""
 
     package: str = "llama-cpp-python"
     version: str = "0.3.36"
     cmake_flags: tuple[str, ...] = field(default_factory=tuple)
+    variant: BuildVariant = VARIANTS[0]
+    isa: CpuIsa | None = None
+
+    @property
+    def all_cmake_flags(self) -> list[str]:
+        flags = [*BASE_CMAKE_FLAGS, *self.variant.cmake_flags, *self.cmake_flags]
+        return _merge_compiler_flags(flags, self.variant.compiler_flags)
+
+    @property
+    def cpu_features(self) -> tuple[str, ...] | None:
+        """What the binary needs from the CPU beyond the compiler's baseline (native only)."""
+        if not self.variant.native:
+            return None
+        if self.isa is None:
+            raise ValueError(f"variant '{self.variant.name}' needs the CPU's ISA for its key")
+        return self.isa.features
 
     @property
     def key(self) -> str:
-        flags = "\n".join(BASE_CMAKE_FLAGS + tuple(self.cmake_flags))
-        digest = hashlib.sha256(flags.encode()).hexdigest()[:12]
-        return f"{self.package}-{self.version}-{digest}"
+        material = "\n".join(self.all_cmake_flags)
+        if self.cpu_features is not None:
+            material += "\ncpu:" + ",".join(self.cpu_features)
+        digest = hashlib.sha256(material.encode()).hexdigest()[:12]
+        return f"{self.package}-{self.version}-{self.variant.name}-{digest}"
 
 
 def install_dir(build: LlamaCppBuild) -> Path:
@@ -59,48 +171,91 @@ def binary_path(build: LlamaCppBuild) -> Path:
 def _extract_vendor_tree(sdist: Path, dest: Path) -> Path:
     with tarfile.open(sdist) as archive:
         members = [
-            m for m in archive.getmembers()
+            m
+            for m in archive.getmembers()
             if "/vendor/llama.cpp/" in m.name and "/.git/" not in m.name
         ]
         if not members:
-            raise RuntimeError(f"{sdist} has no vendor/llama.cpp tree")
+            raise BuildError(f"{sdist} has no vendor/llama.cpp tree")
         archive.extractall(dest, members=members, filter="data")
     (tree,) = dest.glob("*/vendor/llama.cpp")
     return tree
 
 
+# `[57/206] Building CXX object ...` (Ninja) or `[ 45%] Building ...` (Make).
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+_MAKE_STEP = re.compile(r"^\[\s*(\d+)%\]")
+
+
+def build_progress(line: str) -> str | None:
+    """`57/206` or `45%` from one line of build output; None for other lines."""
+    if match := _NINJA_STEP.match(line):
+        return f"{match.group(1)}/{match.group(2)}"
+    if match := _MAKE_STEP.match(line):
+        return f"{match.group(1)}%"
+    return None
+
+
+def _run_step(argv: list[str], log, label: str, progress: Callable[[str], None]) -> None:
+    """Run one build step; every line to the log, its progress to the terminal (throttled)."""
+    throttle = Throttle(10.0)
+    log.write(f"$ {' '.join(argv)}\n")
+    log.flush()
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        log.write(line)
+        step = build_progress(line)
+        if step and throttle.ready():
+            progress(f"{label}: [{step}]")
+    log.flush()
+    if proc.wait() != 0:
+        raise BuildError(
+            f"{argv[0]} {argv[1]} {describe_exit(proc.returncode)}; last lines of {log.name}:\n"
+            f"{tail(log.name, 15)}"
+        )
+
+
 def build_llama_server(
-    build: LlamaCppBuild, log_path: str | Path | None = None, jobs: int | None = None
+    build: LlamaCppBuild,
+    log_path: str | Path | None = None,
+    jobs: int | None = None,
+    progress: Callable[[str], None] = say,
 ) -> dict:
     """Build (or reuse) llama-server; return provenance: binary, version, flags, sdist sha256."""
     target_dir = install_dir(build)
-    lock_path = target_dir.with_suffix(".lock")
-    with open(lock_path, "w") as lock:
+    label = f"llama-server build ({build.variant.name})"
+    with open(target_dir.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         info_path = target_dir / "build.json"
         if binary_path(build).exists() and info_path.exists():
             return json.loads(info_path.read_text())
         sdist = fetch_distribution(build.package, build.version, sdist=True)
         work = Path(tempfile.mkdtemp(prefix="build-", dir=cache_dir("engines")))
+        started = time.monotonic()
+        progress(
+            f"{label}: building from {sdist.name} (a few minutes on a small machine); "
+            f"log: {log_path or 'none'}"
+        )
         try:
             tree = _extract_vendor_tree(sdist, work / "src")
             build_dir = work / "build"
-            flags = list(BASE_CMAKE_FLAGS) + list(build.cmake_flags)
+            flags = build.all_cmake_flags
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             jobs_arg = str(jobs or os.cpu_count() or 1)
             configure = ["cmake", "-S", str(tree), "-B", str(build_dir), *generator, *flags]
-            compile_ = [
-                "cmake",
-                "--build",
-                str(build_dir),
-                "--target",
-                "llama-server",
-                "-j",
-                jobs_arg,
-            ]
-            with open(log_path or os.devnull, "a") as log:
+            compile_ = ["cmake", "--build", str(build_dir), "--target", "llama-server"]
+            compile_ += ["-j", jobs_arg]
+            with open(log_path or work / "build.log", "a") as log:
                 for step in (configure, compile_):
-                    subprocess.run(step, check=True, stdout=log, stderr=subprocess.STDOUT)
+                    _run_step(step, log, label, progress)
             staged = work / "install"
             (staged / "bin").mkdir(parents=True)
             shutil.copy2(build_dir / "bin" / "llama-server", staged / "bin" / "llama-server")
@@ -110,31 +265,17 @@ def build_llama_server(
                 "sdist": sdist.name,
                 "sdist_sha256": sha256_file(sdist),
                 "cmake_flags": flags,
+                "variant": build.variant.name,
+                "cpu_features": list(build.cpu_features) if build.variant.native else None,
                 "binary": str(target_dir / "bin" / "llama-server"),
                 "key": build.key,
+                "build_s": round(time.monotonic() - started, 1),
             }
             (staged / "build.json").write_text(json.dumps(info, indent=2, sort_keys=True))
             if target_dir.exists():
                 shutil.rmtree(target_dir)
             os.replace(staged, target_dir)
+            progress(f"{label}: done in {info['build_s']:.0f} s")
             return info
         finally:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def main() -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--version", default=LlamaCppBuild.version)
-    parser.add_argument("--cmake-flag", action="append", default=[])
-    parser.add_argument("--log")
-    args = parser.parse_args()
-    info = build_llama_server(
-        LlamaCppBuild(version=args.version, cmake_flags=tuple(args.cmake_flag)), args.log
-    )
-    print(json.dumps(info, indent=2))
-
-
-if __name__ == "__main__":
-    main()

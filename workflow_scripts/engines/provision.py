@@ -7,10 +7,22 @@ import json
 import shlex
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from .build_llamacpp import LlamaCppBuild, build_llama_server
+from ..terminal import say
+from .build_llamacpp import (
+    VARIANT_NAMES,
+    BuildError,
+    LlamaCppBuild,
+    build_llama_server,
+    variants_to_try,
+)
+from .cpu_isa import CpuIsa, native_isa
+from .smoke import SmokeResult, smoke_test
 
 
 def binary_version(argv: list[str]) -> str | None:
@@ -66,19 +78,82 @@ def docker_image_info(image: str) -> dict[str, Any]:
     }
 
 
+class EngineUnusable(RuntimeError):
+    """No build variant of the engine passed the smoke test on this machine."""
+
+    def __init__(self, message: str, attempts: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+def _first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def provision_build(
+    name: str,
+    spec: dict[str, Any],
+    log_path: str | None = None,
+    builder: Callable[..., dict[str, Any]] = build_llama_server,
+    smoke: Callable[..., SmokeResult] = smoke_test,
+    isa: CpuIsa | None = None,
+) -> dict[str, Any]:
+    """Build llama-server variant by variant (`build.variants`, in order) until one passes the
+    smoke test; record which one ran and why each earlier one did not."""
+    build = spec.get("build", {})
+    isa = isa or native_isa()
+    names = tuple(build.get("variants") or VARIANT_NAMES)
+    attempts: list[dict[str, Any]] = []
+    for variant in variants_to_try(isa, names):
+        plan = LlamaCppBuild(
+            package=build.get("package", "llama-cpp-python"),
+            version=str(build.get("version", "0.3.36")),
+            cmake_flags=tuple(build.get("cmake_flags", [])),
+            variant=variant,
+            isa=isa if variant.native else None,
+        )
+        attempt: dict[str, Any] = {"variant": variant.name, "key": plan.key, "outcome": "failed"}
+        attempts.append(attempt)
+        try:
+            built = builder(plan, log_path=log_path)
+        except BuildError as exc:
+            attempt["reason"] = f"build failed: {_first_line(str(exc))}"
+            say(f"engine {name}: {attempt['reason']}")
+            continue
+        smoke_name = f"{name}.smoke-{variant.name}.log"
+        smoke_log = (
+            Path(log_path).with_name(smoke_name)
+            if log_path
+            else Path(tempfile.gettempdir()) / f"llmbench-{smoke_name}"
+        )
+        result = smoke(shlex.split(built["binary"]), spec.get("settings", {}), smoke_log)
+        if not result.passed:
+            attempt["reason"] = _first_line(result.reason)
+            say(
+                f"engine {name}: llama-server ({variant.name}) failed the smoke test: "
+                f"{attempt['reason']}"
+            )
+            continue
+        attempt["outcome"], attempt["reason"] = "passed", None
+        say(
+            f"engine {name}: llama-server ({variant.name}) passed the smoke test "
+            f"({result.tokens} tokens decoded in {result.seconds:.1f} s)"
+        )
+        return {**built, "attempts": attempts, "smoke": result.to_dict()}
+    if not attempts:
+        raise EngineUnusable(f"no build variant of {names} applies to this {isa.machine} CPU", [])
+    tried = "; ".join(f"{a['variant']}: {a['reason']}" for a in attempts)
+    raise EngineUnusable(
+        f"no build variant of llama-server runs on this machine ({tried})", attempts
+    )
+
+
 def provision(name: str, spec: dict[str, Any], log_path: str | None = None) -> dict[str, Any]:
     launch = spec["launch"]
     info: dict[str, Any] = {"engine": name, "kind": spec["kind"], "launch": launch}
     if launch == "build":
-        build = spec.get("build", {})
-        built = build_llama_server(
-            LlamaCppBuild(
-                package=build.get("package", "llama-cpp-python"),
-                version=str(build.get("version", "0.3.36")),
-                cmake_flags=tuple(build.get("cmake_flags", [])),
-            ),
-            log_path=log_path,
-        )
+        built = provision_build(name, spec, log_path)
         info.update(built)
         info["version"] = binary_version([built["binary"]])
     elif launch == "native":
@@ -93,6 +168,27 @@ def provision(name: str, spec: dict[str, Any], log_path: str | None = None) -> d
     else:
         raise ValueError(f"engines.{name}.launch: unknown launch mode '{launch}'")
     return info
+
+
+def native_build_mismatch(engine_info: dict[str, Any]) -> str | None:
+    """Why a native build must not run here: the CPU features it was compiled for that this
+    machine's compiler does not target (a build made on another node); None when it fits, or
+    for portable builds, or when no compiler here can tell."""
+    wanted = engine_info.get("cpu_features")
+    if not wanted:
+        return None
+    try:
+        here = set(native_isa().features)
+    except RuntimeError:
+        return None
+    missing = sorted(set(wanted) - here)
+    if not missing:
+        return None
+    return (
+        f"llama-server variant '{engine_info.get('variant')}' was built natively for a CPU with "
+        f"{', '.join(missing)}, which this machine lacks: run the engine step on this kind of "
+        "machine, or set the engine's build.variants to [portable] to share one binary"
+    )
 
 
 def provision_to(name: str, spec: dict[str, Any], stamp_path: str, log_path: str | None) -> None:

@@ -12,5 +12,9 @@ with stderr_to_log(sm.log[0]):
     except Exception as exc:
         traceback.print_exc()
         write_failed_stamp(
-            sm.output.stamp, sm.params.failures_dir, f"engine-{sm.wildcards.engine}", exc
+            sm.output.stamp,
+            sm.params.failures_dir,
+            f"engine-{sm.wildcards.engine}",
+            exc,
+            {"attempts": getattr(exc, "attempts", [])},
         )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..terminal import Throttle, say
 from .datasets import Prompt
 from .records import ERROR, INCOMPLETE, OK, RequestRecord
 from .wire import Connection, Endpoint
@@ -166,11 +167,17 @@ async def run_request(
 
 
 class _Progress:
-    """A one-line live progress display on a terminal; silent otherwise (CI logs)."""
+    """Live progress: a one-line bar on a terminal (silent otherwise, e.g. CI logs), or, with a
+    `label`, a plain line every `every_s` seconds for the terminal that runs snakemake (the rule
+    script's own stderr goes to its log)."""
 
-    def __init__(self, total: int, enabled: bool | None = None) -> None:
+    def __init__(
+        self, total: int, enabled: bool | None = None, label: str | None = None, every_s=5.0
+    ) -> None:
         self.total = total
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.label = label
+        self.enabled = label is not None or (sys.stderr.isatty() if enabled is None else enabled)
+        self.throttle = Throttle(every_s)
         self.done = self.errors = self.tokens = 0
         self.start = time.perf_counter()
         self.poll: Callable[[], tuple[int, int, int]] | None = None
@@ -182,7 +189,8 @@ class _Progress:
 
     async def run(self) -> None:
         while self.enabled:
-            self.draw()
+            if self.label is None or self.throttle.ready():
+                self.draw()
             await asyncio.sleep(0.5)
 
     def draw(self, end: str = "") -> None:
@@ -191,6 +199,12 @@ class _Progress:
         if self.poll is not None:
             self.done, self.errors, self.tokens = self.poll()
         elapsed = max(time.perf_counter() - self.start, 1e-9)
+        if self.label is not None:
+            say(
+                f"{self.label}: {self.done}/{self.total} requests, {self.errors} errors, "
+                f"{self.tokens / elapsed:.1f} decode tok/s so far"
+            )
+            return
         width = 30
         filled = int(width * self.done / max(self.total, 1))
         sys.stderr.write(
@@ -281,19 +295,21 @@ async def run_load_async(
     prompts: list[Prompt],
     progress: bool | None = None,
     on_measure_start: Callable[[], None] | None = None,
+    progress_label: str | None = None,
 ) -> LoadResult:
-    """Warm up, call `on_measure_start` (phase switch, counter snapshot), then the measured run."""
+    """Warm up, call `on_measure_start` (phase switch, counter snapshot), then the measured run.
+    `progress_label`: report progress as labelled lines (see `_Progress`)."""
     if spec.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     if spec.processes > 1 and spec.concurrency > 1:
-        return await _run_processes(spec, prompts, progress, on_measure_start)
+        return await _run_processes(spec, prompts, progress, on_measure_start, progress_label)
     started_at = time.time()
     endpoint = Endpoint.from_base_url(spec.base_url)
     warm = await _warmup(spec, endpoint) if spec.warmup_requests else []
     if on_measure_start is not None:
         await asyncio.get_running_loop().run_in_executor(None, on_measure_start)
     positions = iter(range(len(prompts)))
-    bar = _Progress(len(prompts), progress)
+    bar = _Progress(len(prompts), progress, progress_label)
     bar_task = asyncio.create_task(bar.run())
     t0 = time.perf_counter()
     try:
@@ -373,6 +389,7 @@ async def _run_processes(
     prompts: list[Prompt],
     progress: bool | None,
     on_measure_start: Callable[[], None] | None,
+    progress_label: str | None = None,
 ) -> LoadResult:
     """The same load from several processes: one shared position counter (so it is still one
     closed loop over the prompts), one start time on the shared monotonic clock, one deadline."""
@@ -397,7 +414,7 @@ async def _run_processes(
         await loop.run_in_executor(None, lambda: [p.recv() for p in pipes])
         if on_measure_start is not None:
             await loop.run_in_executor(None, on_measure_start)
-        bar = _Progress(len(prompts), progress)
+        bar = _Progress(len(prompts), progress, progress_label)
         bar.poll = lambda: tuple(tally[:])
         bar_task = asyncio.create_task(bar.run())
         t0 = time.perf_counter()
@@ -431,5 +448,8 @@ def run_load(
     prompts: list[Prompt],
     progress: bool | None = None,
     on_measure_start: Callable[[], None] | None = None,
+    progress_label: str | None = None,
 ) -> LoadResult:
-    return asyncio.run(run_load_async(spec, prompts, progress, on_measure_start))
+    return asyncio.run(
+        run_load_async(spec, prompts, progress, on_measure_start, progress_label)
+    )
