@@ -111,6 +111,7 @@ def test_second_run_has_nothing_to_do(run):
     proc = snakemake(workdir)
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert "cells failed" not in proc.stdout + proc.stderr  # no run, no result table
 
 
 def test_a_reference_edit_redoes_cards_and_tables_never_a_cell(run):
