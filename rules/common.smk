@@ -16,6 +16,7 @@ from workflow_scripts.failures import failure_count
 from workflow_scripts.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
 from workflow_scripts.resources import resources_by_cell, without_resources
+from workflow_scripts.run_end import print_run_end
 from workflow_scripts.weights import weights_dependencies
 
 try:
@@ -32,6 +33,16 @@ except ConfigError as error:
 # for them to finish); the interrupted cells write no result and are redone next run.
 onstart:
     forward_sigterm_to_jobs()
+
+
+# The terminal ends with the result: a line per cell, how many failed, where the report is.
+# Snakemake calls neither handler for a dry run nor when there is nothing to be done.
+onsuccess:
+    print_run_end(RESULTS, CELLS)
+
+
+onerror:
+    print_run_end(RESULTS, CELLS)
 
 
 RESULTS = CONFIG["results_dir"]

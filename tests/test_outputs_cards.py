@@ -195,3 +195,54 @@ def test_card_records_the_image_digest_of_a_docker_engine(metrics):
     text = cards.render_markdown(cards.build_card(cell_by_id(BASE), docker_run))
     assert "| Image digest | vllm/vllm-openai@sha256:" + "a" * 64 + " |" in text
     assert "| Container's image id | sha256:" + "b" * 64 + " |" in text
+
+
+BUILT = {
+    "engine": "llamacpp-cpu",
+    "version": "version: 9744",
+    "variant": "portable-avx2",
+    "attempts": [
+        {
+            "variant": "native",
+            "key": "k-native",
+            "outcome": "failed",
+            "reason": "smoke test: Illegal instruction (SIGILL)\nfull log in build.log",
+        },
+        {"variant": "native-no-amx", "key": "k-noamx", "outcome": "failed", "reason": None},
+        {"variant": "portable-avx2", "key": "k-avx2", "outcome": "passed", "reason": None},
+    ],
+    "cpu_features": ["avx2", "fma", "f16c"],
+    "smoke": {"types": ["q4_K", "q6_K", "f32"], "tokens": 8, "seconds": 0.42},
+}
+
+
+def test_card_names_the_build_that_ran_and_each_one_that_failed_before_it(metrics):
+    text = card_md(BASE, {BASE: {**metrics[BASE], "engine_info": BUILT}})
+    assert "| Build variant | portable-avx2 |" in text
+    failed = [line for line in text.splitlines() if line.startswith("| Build variant that failed")]
+    assert failed == [
+        "| Build variant that failed | native (key k-native): smoke test: Illegal instruction "
+        "(SIGILL) |",
+        "| Build variant that failed | native-no-amx (key k-noamx): no reason recorded |",
+    ]
+    assert "| Smoke test | weight types q4_K, q6_K, f32; 8 tokens in 0.42 s |" in text
+    rows = [row for row in text.splitlines() if row.startswith("| ")]
+    engine_at = next(i for i, row in enumerate(rows) if row.startswith("| Engine version |"))
+    assert rows[engine_at + 1] == "| Build variant | portable-avx2 |"  # beside the version
+
+
+def test_an_engine_that_no_variant_could_build_lists_every_attempt(metrics):
+    every_failed = {
+        "attempts": [
+            {"variant": "native", "key": "k", "outcome": "failed", "reason": "cmake: no compiler"}
+        ]
+    }
+    text = card_md(FAILED, {FAILED: {**metrics[FAILED], "engine_info": every_failed}})
+    assert "| Build variant that failed | native (key k): cmake: no compiler |" in text
+    assert "| Build variant |" not in text and "| Smoke test |" not in text
+
+
+def test_an_old_engine_stamp_adds_no_build_rows(metrics):
+    assert "engine_info" in metrics[BASE] and "variant" not in metrics[BASE]["engine_info"]
+    text = card_md(BASE, metrics)
+    assert "Build variant" not in text and "Smoke test" not in text

@@ -19,7 +19,9 @@ from tests.outputs_helpers import (
     fixture_metrics,
 )
 from workflow_scripts import aggregate
+from workflow_scripts.compact import REASON_CHARS, compact_view, summary_row
 from workflow_scripts.matrix import load_cells
+from workflow_scripts.report_html import html_table
 
 
 @pytest.fixture
@@ -137,3 +139,111 @@ def test_optional_figures_follow_the_matrix(cells):
     ]
     default = [cell.to_dict() for cell in load_cells(REPO / "config.yaml")]
     assert aggregate.optional_summary_figures(default) == []
+
+
+# summary.csv's header before build variants: a contract, every column kept in its place.
+CSV_HEADER_BEFORE = (
+    "cell,model,engine,quant,drafter,workload,concurrency,num_prompts,status,completed,errors,"
+    "incomplete,prefill_tok_s,decode_tok_s,req_per_s,ttft_median_ms,tpot_median_ms,itl_median_ms,"
+    "e2el_median_ms,peak_mem_gib,acceptance_rate,acceptance_length,hit_time_cap,duration_s,"
+    "synthetic,reason,ref_decode_tok_s,ref_prefill_tok_s,ref_ttft_median_ms,ref_tpot_median_ms,"
+    "ref_peak_mem_gib,ref_completed,ref_note"
+)
+COMPACT_HEADERS = [
+    "cell",
+    "status",
+    "completed",
+    "decode tok/s",
+    "prefill tok/s",
+    "TTFT median ms",
+    "TPOT median ms",
+    "peak memory GiB",
+    "acceptance rate",
+    "mean acceptance length",
+    "reason",
+]
+
+
+def out_paths(tmp_path) -> dict:
+    return {
+        f"{name}_{ext}": tmp_path / f"{name}.{ext}"
+        for name in ("summary", "index", "spec_gain")
+        for ext in ("csv", "md")
+    }
+
+
+def test_summary_csv_keeps_every_column_and_appends_the_build_variant(tmp_path, metrics, cells):
+    metrics[BASE]["engine_info"] = {**metrics[BASE]["engine_info"], "variant": "native-no-amx"}
+    aggregate.write_tables(list(metrics.values()), cells, out_paths(tmp_path))
+    csv_text = (tmp_path / "summary.csv").read_text()
+    assert csv_text.splitlines()[0] == CSV_HEADER_BEFORE + ",build_variant"
+    rows = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False).set_index("cell")
+    assert rows.loc[BASE, "build_variant"] == "native-no-amx"
+    assert rows.loc[DRAFTER, "build_variant"] == ""  # an old stamp: no variant
+
+
+def test_summary_md_shows_the_compact_view_and_says_where_every_column_is(tmp_path, metrics, cells):
+    aggregate.write_tables(list(metrics.values()), cells, out_paths(tmp_path))
+    text = (tmp_path / "summary.md").read_text()
+    assert "summary.csv holds every column" in text
+    header = next(line for line in text.splitlines() if line.startswith("| cell"))
+    assert [h.strip() for h in header.strip("|").split("|")] == [
+        "cell",
+        "status",
+        "completed",
+        "completed (published)",
+        "decode tok/s",
+        "decode tok/s (published)",
+        "prefill tok/s",
+        "prefill tok/s (published)",
+        *COMPACT_HEADERS[5:],
+    ]
+    assert "itl_median_ms" not in text and "ref_note" not in text
+    assert max(len(line) for line in text.splitlines() if line.startswith("|")) < 400
+    base = next(line for line in text.splitlines() if line.startswith(f"| {BASE} "))
+    assert f"| {metrics[BASE]['decode_tok_s']:.2f} " in base and "| 120.00 " in base
+
+
+def test_compact_view_on_hand_made_rows():
+    done = summary_row(
+        {
+            "cell": "a",
+            "status": "done",
+            "completed": 32,
+            "num_prompts": 32,
+            "decode_tok_s": 120.456,
+            "ttft_ms": {"median": 12.34},
+            "spec": {"acceptance_rate": 0.55555, "mean_acceptance_length": 2.4},
+        },
+        {"decode_tok_s": 150, "mean_acceptance_length": "2.6-2.7"},
+    )
+    failed = summary_row(
+        {
+            "cell": "b",
+            "status": "failed",
+            "reason": "x" * 300,
+            "decode_tok_s": 9.0,
+            "errors": 2,
+            "completed": 0,
+            "num_prompts": 32,
+        }
+    )
+    headers, rows = compact_view([done, failed])
+    expected = list(COMPACT_HEADERS)
+    expected.insert(expected.index("decode tok/s") + 1, "decode tok/s (published)")
+    expected.insert(expected.index("reason"), "mean acceptance length (published)")
+    assert headers == expected
+    assert rows[0]["completed"] == "32/32"
+    assert rows[0]["decode tok/s"] == "120.46" and rows[0]["decode tok/s (published)"] == "150"
+    assert rows[0]["TTFT median ms"] == "12.3" and rows[0]["acceptance rate"] == "0.556"
+    assert rows[0]["mean acceptance length (published)"] == "2.6-2.7"
+    assert rows[0]["reason"] == "" and rows[0]["prefill tok/s"] == ""
+    assert rows[1]["completed"] == "0/32, 2 errors"
+    assert rows[1]["decode tok/s"] == ""  # a failed cell's figures compare with nothing
+    assert rows[1]["reason"] == "x" * (REASON_CHARS - 3) + "..."
+    assert compact_view([failed])[0] == COMPACT_HEADERS  # no reference, no published column
+
+
+def test_html_tables_right_align_numbers_written_as_text():
+    table = html_table(pd.DataFrame({"decode tok/s": ["41.88", ""], "status": ["done", "2"]}))
+    assert '<td class="num">41.88</td>' in table and "<td>done</td>" in table

@@ -90,6 +90,10 @@ def test_the_run_writes_every_output_for_every_cell(run):
     )
     index = (results / "summary" / "index.md").read_text()
     assert FAILED in index and "failed: ServerError" in index
+    for name in ("summary.md", "summary.html"):  # the compact view; the CSV has every column
+        text = (results / "summary" / name).read_text()
+        assert "decode tok/s (published)" in text and "summary.csv holds every column" in text
+        assert "itl_median_ms" not in text, name
 
 
 def test_report_holds_categories_cells_and_front_page(run):
@@ -107,6 +111,7 @@ def test_second_run_has_nothing_to_do(run):
     proc = snakemake(workdir)
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert "cells failed" not in proc.stdout + proc.stderr  # no run, no result table
 
 
 def test_a_reference_edit_redoes_cards_and_tables_never_a_cell(run):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +16,17 @@ from typing import Any
 import pandas as pd
 
 from .atomic import write_text
+from .compact import (
+    NOT_RUN,
+    REF_PREFIX,
+    compact_view,
+    completed_text,
+    first_line,
+    is_missing,
+    median_of,
+    number_text,
+    summary_row,
+)
 from .loadgen.metrics import common_prompt_subset, compute_metrics
 from .loadgen.records import OK, RequestRecord
 
@@ -49,6 +59,8 @@ SUMMARY_COLUMNS = [
     "synthetic",
     "reason",
 ]
+# Added after the `ref_*` columns, so every earlier column keeps its place in summary.csv.
+LATER_COLUMNS = ["build_variant"]
 # Published figures sit in their own `ref_*` columns, named after the measured column they match.
 REFERENCE_KEYS = [
     "decode_tok_s",
@@ -59,8 +71,6 @@ REFERENCE_KEYS = [
     "completed",
     "note",
 ]
-REF_PREFIX = "ref_"
-NOT_RUN = "not run"
 INDEX_COLUMNS = [
     "Configuration",
     "Engine (+speculative)",
@@ -74,19 +84,6 @@ INDEX_COLUMNS = [
 INDEX_REFERENCE_COLUMN = "Decode tok/s (published)"
 # Engine settings that set the server's context, by the names the adapters use.
 CONTEXT_SETTING_KEYS = ("ctx_size", "max_model_len", "context_length")
-
-
-def _median(metrics: Mapping[str, Any], key: str) -> float | None:
-    value = metrics.get(key)
-    return value.get("median") if isinstance(value, dict) else None
-
-
-def first_line(text: str | None, limit: int = 300) -> str:
-    return text.strip().splitlines()[0][:limit] if text and text.strip() else ""
-
-
-def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def identity_from_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,44 +102,6 @@ def identity_from_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
         "reason": cell.get("blocked") or "",
         "synthetic": (cell.get("weights") or {}).get("source") == "synthetic",
     }
-
-
-def summary_row(
-    metrics: Mapping[str, Any], reference: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    mem = metrics.get("mem") or {}
-    spec = metrics.get("spec") or {}
-    row = {
-        "cell": metrics["cell"],
-        "model": metrics.get("model"),
-        "engine": metrics.get("engine"),
-        "quant": metrics.get("quant"),
-        "drafter": metrics.get("drafter"),
-        "workload": metrics.get("workload"),
-        "concurrency": metrics.get("concurrency"),
-        "num_prompts": metrics.get("num_prompts"),
-        "status": metrics.get("status"),
-        "completed": metrics.get("completed"),
-        "errors": metrics.get("errors"),
-        "incomplete": metrics.get("incomplete"),
-        "prefill_tok_s": metrics.get("prefill_tok_s"),
-        "decode_tok_s": metrics.get("decode_tok_s"),
-        "req_per_s": metrics.get("req_per_s"),
-        "ttft_median_ms": _median(metrics, "ttft_ms"),
-        "tpot_median_ms": _median(metrics, "tpot_ms"),
-        "itl_median_ms": _median(metrics, "itl_ms"),
-        "e2el_median_ms": _median(metrics, "e2el_ms"),
-        "peak_mem_gib": mem.get("peak_delta_gib"),
-        "acceptance_rate": spec.get("acceptance_rate"),
-        "acceptance_length": spec.get("mean_acceptance_length"),
-        "hit_time_cap": metrics.get("hit_time_cap"),
-        "duration_s": metrics.get("duration_s"),
-        "synthetic": bool(metrics.get("synthetic")),
-        "reason": first_line(metrics.get("reason")),
-    }
-    for key, value in (reference or {}).items():
-        row[REF_PREFIX + key] = value
-    return row
 
 
 def reference_columns(references: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -167,22 +126,40 @@ def merge_with_cells(
     return ordered + [m for m in all_metrics if m["cell"] not in known]
 
 
+def summary_rows(
+    all_metrics: Sequence[Mapping[str, Any]],
+    cells: Sequence[Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references."""
+    by_id = _cells_by_id(cells)
+    return [
+        summary_row(metrics, (by_id.get(metrics["cell"]) or {}).get("reference"))
+        for metrics in merge_with_cells(all_metrics, cells)
+    ]
+
+
 def summary_table(
     all_metrics: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references."""
-    by_id = _cells_by_id(cells)
-    rows = []
-    for metrics in merge_with_cells(all_metrics, cells):
-        reference = (by_id.get(metrics["cell"]) or {}).get("reference") or {}
-        rows.append(summary_row(metrics, reference))
-    references = [(c.get("reference") or {}) for c in by_id.values()]
-    frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS + reference_columns(references))
+    """Every column of every cell: summary.csv."""
+    references = [(cell.get("reference") or {}) for cell in cells or []]
+    columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
+    frame = pd.DataFrame(summary_rows(all_metrics, cells), columns=columns)
     # Counts stay integers when some cells (failed, blocked) have none.
     for column in COUNT_COLUMNS:
         frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def compact_table(
+    all_metrics: Sequence[Mapping[str, Any]],
+    cells: Sequence[Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """The columns a reader compares (workflow_scripts.compact): summary.md and its HTML twin.
+    Built from the rows, not the CSV frame, so a published count stays `750`, not `750.00`."""
+    headers, rows = compact_view(summary_rows(all_metrics, cells))
+    return pd.DataFrame(rows, columns=headers)
 
 
 def context_tokens(cell: Mapping[str, Any]) -> int | None:
@@ -214,32 +191,6 @@ def status_text(status: str | None, reason: str | None) -> str:
     return f"{status}: {reason}" if reason and status != "done" else str(status)
 
 
-def completed_text(row: Mapping[str, Any]) -> str:
-    completed, total = row.get("completed"), row.get("num_prompts")
-    if _is_missing(completed):
-        return ""
-    text = f"{int(completed)}/{int(total)}" if not _is_missing(total) else f"{int(completed)}"
-    if not _is_missing(row.get("errors")) and row["errors"]:
-        text += f", {int(row['errors'])} errors"
-    if not _is_missing(row.get("incomplete")) and row["incomplete"]:
-        text += f", {int(row['incomplete'])} incomplete"
-    if row.get("hit_time_cap") is True:
-        text += ", hit the time cap"
-    return text
-
-
-def _number(value: Any, digits: int = 2) -> str:
-    if _is_missing(value):
-        return ""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def index_table(
     summary: pd.DataFrame,
     cells: Sequence[Mapping[str, Any]] | None = None,
@@ -250,7 +201,7 @@ def index_table(
     by_id = _cells_by_id(cells)
     with_reference = (
         REF_PREFIX + "decode_tok_s" in summary
-        and summary[REF_PREFIX + "decode_tok_s"].map(lambda v: not _is_missing(v)).any()
+        and summary[REF_PREFIX + "decode_tok_s"].map(lambda v: not is_missing(v)).any()
     )
     rows = []
     for row in summary.to_dict("records"):
@@ -262,12 +213,12 @@ def index_table(
             "Quant": row["quant"],
             "Ctx": context_tokens(cell) or "",
             "Conc": row["concurrency"],
-            "Decode tok/s": _number(row["decode_tok_s"]) if row["status"] == "done" else "",
+            "Decode tok/s": number_text(row["decode_tok_s"]) if row["status"] == "done" else "",
             "Status": status_text(row["status"], row.get("reason")),
             "Completed": completed_text(row),
         }
         if with_reference:
-            entry[INDEX_REFERENCE_COLUMN] = _number(row.get(REF_PREFIX + "decode_tok_s"))
+            entry[INDEX_REFERENCE_COLUMN] = number_text(row.get(REF_PREFIX + "decode_tok_s"))
         rows.append(entry)
     columns = INDEX_COLUMNS + ([INDEX_REFERENCE_COLUMN] if with_reference else [])
     return pd.DataFrame(rows, columns=columns)
@@ -319,7 +270,7 @@ def optional_summary_figures(cells: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _gain_pct(new: float | None, base: float | None) -> float | None:
-    if _is_missing(new) or _is_missing(base) or base == 0:
+    if is_missing(new) or is_missing(base) or base == 0:
         return None
     return 100.0 * (new - base) / base
 
@@ -431,14 +382,14 @@ def spec_gain_table(
                 "decode_gain_pct": _gain_pct(
                     m.get("decode_tok_s"), base.get("decode_tok_s") if base else None
                 ),
-                "base_ttft_median_ms": _median(base, "ttft_ms") if base else None,
-                "drafter_ttft_median_ms": _median(m, "ttft_ms"),
-                "base_tpot_median_ms": _median(base, "tpot_ms") if base else None,
-                "drafter_tpot_median_ms": _median(m, "tpot_ms"),
+                "base_ttft_median_ms": median_of(base, "ttft_ms") if base else None,
+                "drafter_ttft_median_ms": median_of(m, "ttft_ms"),
+                "base_tpot_median_ms": median_of(base, "tpot_ms") if base else None,
+                "drafter_tpot_median_ms": median_of(m, "tpot_ms"),
                 "acceptance_rate": spec.get("acceptance_rate"),
                 "acceptance_length": spec.get("mean_acceptance_length"),
                 # several tokens arrive per chunk when drafts are accepted: ITL per token
-                "drafter_itl_per_token_median_ms": _median(m, "itl_per_token_ms"),
+                "drafter_itl_per_token_median_ms": median_of(m, "itl_per_token_ms"),
                 **common,
                 "flags": "; ".join(flags),
             }
@@ -453,7 +404,7 @@ def _weights_files(metrics: Mapping[str, Any]) -> list[str]:
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy().astype(object)
     for column in shown.columns:
-        shown[column] = shown[column].map(lambda v: "" if _is_missing(v) else _number(v))
+        shown[column] = shown[column].map(lambda v: "" if is_missing(v) else number_text(v))
     return shown
 
 
@@ -480,8 +431,10 @@ def load_metrics(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
 
 
 SUMMARY_INTRO = (
-    "Measured figures of every cell; `ref_*` columns hold published figures attached to a cell "
-    "in the config (reference values, never measured here)."
+    "The columns a reader compares, one row per cell; summary.csv holds every column (errors, "
+    "req/s, ITL and E2E latency, duration, build variant, each published figure as `ref_*`). "
+    "(published): a figure attached to the cell in the config, never measured here. A cell that "
+    "did not finish shows its reason, not its figures."
 )
 INDEX_INTRO = (
     "One line per cell. Decode tok/s counts completion tokens of all concurrent requests per "
@@ -495,14 +448,15 @@ def write_tables(
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link).
-    Returns the summary and spec-gain tables."""
+    summary.csv holds every column, summary.md the compact view. Returns the summary, compact
+    and spec-gain tables."""
     summary = summary_table(all_metrics, cells)
-    write_table(
-        summary, out["summary_csv"], out["summary_md"], "Summary: one row per cell", SUMMARY_INTRO
-    )
+    compact = compact_table(all_metrics, cells)
+    write_text(out["summary_csv"], summary.to_csv(index=False))
+    write_text(out["summary_md"], to_markdown(compact, "Summary: one row per cell", SUMMARY_INTRO))
     write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
     intro = INDEX_INTRO + (" Configuration links each cell's result card." if card_links else "")
     write_text(
@@ -516,7 +470,7 @@ def write_tables(
         out["spec_gain_md"],
         "Speculative decoding: each drafter cell beside its base",
     )
-    return summary, spec_gain
+    return summary, compact, spec_gain
 
 
 def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
@@ -534,13 +488,13 @@ def aggregate_from_snakemake(sm) -> None:
     cells = json.loads(sm.params.cells)
     all_metrics = load_metrics(sm.input.metrics)
     records = load_records(sm.input.requests)
-    summary, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
+    summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
     write_tables_html(
         sm.output.summary_html,
         "Summary",
         [
             ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
-            ("Every figure of every cell", summary, SUMMARY_INTRO),
+            ("The columns a reader compares", compact, SUMMARY_INTRO),
         ],
     )
     write_tables_html(

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .aggregate import NOT_RUN, context_tokens, engine_label, first_line
+from .aggregate import context_tokens, engine_label
+from .compact import NOT_RUN, first_line
 from .loadgen.command import client_argv
 
 GIB = "GiB (2^30 bytes)"
@@ -350,6 +351,30 @@ def commands_section(
     return Section("Full run command", code=code, paragraphs=paragraphs)
 
 
+def build_rows(engine_info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Which build of the engine ran, the variants that failed before it and why, and what its
+    smoke test ran. Stamps from before build variants have none of these keys: no rows."""
+    rows = []
+    if engine_info.get("variant"):
+        rows.append(("Build variant", str(engine_info["variant"])))
+    for attempt in engine_info.get("attempts") or []:
+        if attempt.get("outcome") == "failed":
+            reason = first_line(attempt.get("reason"), 300) or "no reason recorded"
+            key = f" (key {attempt['key']})" if attempt.get("key") else ""
+            rows.append(("Build variant that failed", f"{attempt.get('variant')}{key}: {reason}"))
+    smoke = engine_info.get("smoke") or {}
+    if smoke:
+        types = ", ".join(smoke.get("types") or []) or "—"
+        rows.append(
+            (
+                "Smoke test",
+                f"weight types {types}; {fmt(smoke.get('tokens'))} tokens in "
+                f"{fmt(smoke.get('seconds'), 's')}",
+            )
+        )
+    return rows
+
+
 def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> Section:
     host = metrics.get("host") or {}
     gpus = ", ".join(g.get("name", "?") for g in host.get("gpus") or []) or "none"
@@ -366,6 +391,7 @@ def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> S
             )
         )
     rows.append(("Engine version", fmt(metrics.get("engine_version"))))
+    rows += build_rows(engine_info)
     if metrics.get("server_version"):
         rows.append(("Server version (as the server reports it)", str(metrics["server_version"])))
     for key, label in ENGINE_PROVENANCE:

@@ -8,6 +8,7 @@ import html
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -41,6 +42,10 @@ span.tag { display: inline-block; background: #e8eef7; border-radius: 3px;
 """
 
 
+# A table cell already written as text (the compact summary, the index) is still a number.
+_NUMBER_TEXT = re.compile(r"-?\d+(\.\d+)?")
+
+
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
@@ -52,6 +57,8 @@ def _cell_text(value: Any) -> tuple[str, bool]:
         return str(value), False
     if isinstance(value, float):
         return f"{value:.2f}", True
+    if isinstance(value, str):
+        return value, _NUMBER_TEXT.fullmatch(value) is not None
     return str(value), isinstance(value, int)
 
 
