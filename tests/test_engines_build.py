@@ -162,6 +162,7 @@ def test_two_builds_of_one_key_at_once_build_once_and_agree(monkeypatch, tmp_pat
     assert json.loads((binary.parent.parent / "build.json").read_text())["key"] == infos[0]["key"]
     engines = tmp_path / "cache/engines"
     assert [p.name for p in engines.iterdir() if p.name.startswith("build-")] == []
+    assert (engines / f"{infos[0]['key']}.lock").exists()  # a lock of its own, not the version's
 
 
 def test_a_failed_build_leaves_nothing_that_looks_built(monkeypatch, tmp_path):

@@ -38,16 +38,7 @@ def test_one_aligned_line_per_cell_then_the_outcome_and_the_report():
     text = run_end_text(ROWS, "results/report.html", report_exists=True)
     lines = text.splitlines()
     assert lines[0] == ""  # apart from Snakemake's own log above it
-    assert lines[1].split() == [
-        "cell",
-        "status",
-        "decode",
-        "tok/s",
-        "TTFT",
-        "median",
-        "ms",
-        "reason",
-    ]
+    assert lines[1].split() == ["cell", "status", "decode_tok_s", "ttft_median_ms", "reason"]
     assert lines[2].split() == ["m__e__q__none__c2", "done", "41.88", "135.0"]
     failed = lines[3]
     assert failed.split()[:3] == ["m__e__q__ngram__c2", "failed", "ServerError:"]
@@ -56,7 +47,7 @@ def test_one_aligned_line_per_cell_then_the_outcome_and_the_report():
     assert lines[4].split(None, 2) == ["m__e__q__ngram__c4", "blocked", "no trusted draft head"]
     assert lines[5].split() == ["m__e__q__none__c4", "not", "run"]
     # the figure columns line up: each row's numbers end where the header's do
-    header_end = lines[1].index("TTFT median ms") + len("TTFT median ms")
+    header_end = lines[1].index("ttft_median_ms") + len("ttft_median_ms")
     assert lines[2].rstrip().endswith("135.0") and len(lines[2].rstrip()) == header_end
     assert lines[-2:] == [
         "1 of 4 cells failed; 1 blocked; 1 not run.",
@@ -177,7 +168,7 @@ def test_the_run_ends_with_its_table_on_success_and_on_error_never_on_a_dry_run(
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     table = end_table(output)
-    assert table[0].split()[:3] == ["cell", "status", "decode"]
+    assert table[0].split()[:3] == ["cell", "status", "decode_tok_s"]
     assert table[1].split()[:2] == [DONE, "done"] and float(table[1].split()[2]) > 0
     assert table[2].split()[:2] == [FAILED, "failed"]
     assert "server exited with code 3 while the load ran" in table[2]

@@ -153,13 +153,13 @@ COMPACT_HEADERS = [
     "cell",
     "status",
     "completed",
-    "decode tok/s",
-    "prefill tok/s",
-    "TTFT median ms",
-    "TPOT median ms",
-    "peak memory GiB",
-    "acceptance rate",
-    "mean acceptance length",
+    "decode_tok_s",
+    "prefill_tok_s",
+    "ttft_median_ms",
+    "tpot_median_ms",
+    "peak_mem_gib",
+    "acceptance_rate",
+    "acceptance_length",
     "reason",
 ]
 
@@ -192,10 +192,10 @@ def test_summary_md_shows_the_compact_view_and_says_where_every_column_is(tmp_pa
         "status",
         "completed",
         "completed (published)",
-        "decode tok/s",
-        "decode tok/s (published)",
-        "prefill tok/s",
-        "prefill tok/s (published)",
+        "decode_tok_s",
+        "decode_tok_s (published)",
+        "prefill_tok_s",
+        "prefill_tok_s (published)",
         *COMPACT_HEADERS[5:],
     ]
     assert "itl_median_ms" not in text and "ref_note" not in text
@@ -230,20 +230,20 @@ def test_compact_view_on_hand_made_rows():
     )
     headers, rows = compact_view([done, failed])
     expected = list(COMPACT_HEADERS)
-    expected.insert(expected.index("decode tok/s") + 1, "decode tok/s (published)")
-    expected.insert(expected.index("reason"), "mean acceptance length (published)")
+    expected.insert(expected.index("decode_tok_s") + 1, "decode_tok_s (published)")
+    expected.insert(expected.index("reason"), "acceptance_length (published)")
     assert headers == expected
     assert rows[0]["completed"] == "32/32"
-    assert rows[0]["decode tok/s"] == "120.46" and rows[0]["decode tok/s (published)"] == "150"
-    assert rows[0]["TTFT median ms"] == "12.3" and rows[0]["acceptance rate"] == "0.556"
-    assert rows[0]["mean acceptance length (published)"] == "2.6-2.7"
-    assert rows[0]["reason"] == "" and rows[0]["prefill tok/s"] == ""
+    assert rows[0]["decode_tok_s"] == "120.46" and rows[0]["decode_tok_s (published)"] == "150"
+    assert rows[0]["ttft_median_ms"] == "12.3" and rows[0]["acceptance_rate"] == "0.556"
+    assert rows[0]["acceptance_length (published)"] == "2.6-2.7"
+    assert rows[0]["reason"] == "" and rows[0]["prefill_tok_s"] == ""
     assert rows[1]["completed"] == "0/32, 2 errors"
-    assert rows[1]["decode tok/s"] == ""  # a failed cell's figures compare with nothing
+    assert rows[1]["decode_tok_s"] == ""  # a failed cell's figures compare with nothing
     assert rows[1]["reason"] == "x" * (REASON_CHARS - 3) + "..."
     assert compact_view([failed])[0] == COMPACT_HEADERS  # no reference, no published column
 
 
 def test_html_tables_right_align_numbers_written_as_text():
-    table = html_table(pd.DataFrame({"decode tok/s": ["41.88", ""], "status": ["done", "2"]}))
+    table = html_table(pd.DataFrame({"decode_tok_s": ["41.88", ""], "status": ["done", "2"]}))
     assert '<td class="num">41.88</td>' in table and "<td>done</td>" in table

@@ -16,8 +16,8 @@ from .compact import NOT_RUN, clip, compact_view, summary_row
 TERMINAL_COLUMNS = [
     ("cell", False),
     ("status", False),
-    ("decode tok/s", True),
-    ("TTFT median ms", True),
+    ("decode_tok_s", True),
+    ("ttft_median_ms", True),
     ("reason", False),
 ]
 TERMINAL_REASON_CHARS = 72

@@ -232,7 +232,9 @@ def build_llama_server(
     """Build (or reuse) llama-server; return provenance: binary, version, flags, sdist sha256."""
     target_dir = install_dir(build)
     label = f"llama-server build ({build.variant.name})"
-    with open(target_dir.with_suffix(".lock"), "w") as lock:
+    # one lock per key (`with_suffix` would cut the key at its version's dots and make one lock
+    # for every build of the version)
+    with open(target_dir.parent / f"{target_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         info_path = target_dir / "build.json"
         if binary_path(build).exists() and info_path.exists():
