@@ -431,3 +431,34 @@ def test_native_llamacpp_on_hub_ggufs_shows_placeholders_until_fetched(tmp_path)
     assert after(fetched.argv, "-m") == f"{snap}/main.gguf"
     assert after(fetched.argv, "--model-draft") == f"{snap}/MTP/draft.gguf"
     assert fetched.placeholders == {}
+
+
+def test_sglang_published_nextn_flags_in_the_published_order():
+    """AxionML's NEXTN recipe as the published command writes it: the draft model, its
+    quantization, steps, draft tokens, top-k; settings in SGLang's order (kv dtype after
+    quantization), the config's extra flags last."""
+    engine = sglang_engine(
+        settings={"context_length": 65536, "quantization": "modelopt_fp4",
+                  "kv_cache_dtype": "fp8_e4m3", "attention_backend": "triton"},
+        extra_args=["--mem-fraction-static", "0.85"])
+    drafter = {"kind": "nextn", "n_max": 5, "with_model": True,
+               "settings": {"draft_model_quantization": "unquant"}}
+    _, command = build(engine, drafter, quant="hub", draft_quant="hub", port=30000)
+    assert command.argv[3:] == [
+        "--model-path", "org/model-hub", "--host", "127.0.0.1", "--port", "30000",
+        "--context-length", "65536", "--quantization", "modelopt_fp4",
+        "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton",
+        "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", "org/draft-hub",
+        "--speculative-draft-model-quantization", "unquant", "--speculative-num-steps", "5",
+        "--speculative-num-draft-tokens", "6", "--speculative-eagle-topk", "1",
+        "--mem-fraction-static", "0.85",
+    ]
+
+
+def test_docker_options_replace_the_adapters(clean_hf_env):
+    engine = {"kind": "sglang", "launch": "docker",
+              "docker": {"image": "img", "options": ["--ipc=host", "--shm-size", "128g"]}}
+    _, command = build(engine, quant="hub", port=30000)
+    assert command.argv[:8] == ["docker", "run", "--gpus", "all", "--ipc=host", "--shm-size",
+                                "128g", "-p"]
+    assert "32g" not in command.argv

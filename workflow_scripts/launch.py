@@ -273,7 +273,7 @@ def cell_server_command(
         argv.append("-d")
     if docker.get("gpus"):
         argv += ["--gpus", str(docker["gpus"])]
-    argv += list(adapter.docker_args)
+    argv += [str(a) for a in docker.get("options", adapter.docker_args)]
     publish = f"{port}:{inner_port}" if host in ("0.0.0.0", "") else f"{host}:{port}:{inner_port}"
     argv += ["-p", publish]
     by_hub = [r for r in refs if r not in by_path]

@@ -19,13 +19,25 @@ ALGORITHMS = {
     "ngram": "NGRAM",
 }
 NEEDS_MODEL = frozenset({"eagle", "eagle3", "standalone"})
+# The order SGLang's server arguments declare them in (quantization, then the KV cache dtype);
+# the published GB10 commands write them so too.
 SETTING_ORDER = (
     "context_length",
     "mem_fraction_static",
     "max_running_requests",
     "tp_size",
     "quantization",
+    "kv_cache_dtype",
     "served_model_name",
+)
+# Drafter flags in the order AxionML's NEXTN recipe (and the published command) writes them.
+DRAFTER_ORDER = (
+    "speculative_draft_model_path",
+    "speculative_draft_model_revision",
+    "speculative_draft_model_quantization",
+    "speculative_num_steps",
+    "speculative_num_draft_tokens",
+    "speculative_eagle_topk",
 )
 
 
@@ -63,14 +75,7 @@ class SglangAdapter(HubModelAdapter):
         for key, value in spec.get("settings", {}).items():
             name = key if key.startswith("speculative_") else f"speculative_{key}"
             flags[name] = value
-        order = (
-            "speculative_draft_model_path",
-            "speculative_draft_model_revision",
-            "speculative_num_steps",
-            "speculative_eagle_topk",
-            "speculative_num_draft_tokens",
-        )
-        return ["--speculative-algorithm", algorithm, *flag_args(flags, order)]
+        return ["--speculative-algorithm", algorithm, *flag_args(flags, DRAFTER_ORDER)]
 
     def docker_program(self, image: str) -> list[str]:
         """SGLang images have no server entrypoint: the command names the module."""
