@@ -433,6 +433,44 @@ def test_native_llamacpp_on_hub_ggufs_shows_placeholders_until_fetched(tmp_path)
     assert fetched.placeholders == {}
 
 
+def test_sglang_reads_server_info_or_its_deprecated_alias(standin):
+    """STAND-IN SGLang servers (SGLang cannot run here): a current build answers `/server_info`,
+    an older one only `/get_server_info`; the version and the acceptance readout use whichever
+    answers, `/server_info` first."""
+    from workflow_scripts.run_cell import _scrape
+
+    info = {"version": "0.5.23", "internal_states": [{"avg_spec_accept_length": 2.75}]}
+
+    def server(paths: tuple[str, ...], seen: list[str]) -> str:
+        async def handler(reader, writer):
+            while True:
+                _, path, _, _ = await standin.read_request(reader)
+                seen.append(path)
+                found = path in paths
+                payload = json.dumps(info if found else {"detail": "Not Found"}).encode()
+                status = b"200 OK" if found else b"404 Not Found"
+                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+                await writer.drain()
+
+        return standin.start(handler)
+
+    adapter = adapter_for("sglang")
+    for paths, expected in (
+        (("/server_info", "/get_server_info"), ["/server_info"]),
+        (("/get_server_info",), ["/server_info", "/get_server_info"]),
+    ):
+        seen: list[str] = []
+        url = server(paths, seen)
+        text = _scrape(url, adapter.paths_to_try(adapter.metrics_path))
+        assert adapter.parse_spec_metrics(text).accept_length == pytest.approx(2.75)
+        assert seen == expected
+        assert adapter.server_version(url) == "0.5.23"
+    silent: list[str] = []
+    assert _scrape(server((), silent), adapter.paths_to_try(adapter.metrics_path)) is None
+    assert silent == ["/server_info", "/get_server_info"]
+
+
 def test_sglang_published_nextn_flags_in_the_published_order():
     """AxionML's NEXTN recipe as the published command writes it: the draft model, its
     quantization, steps, draft tokens, top-k; settings in SGLang's order (kv dtype after

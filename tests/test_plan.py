@@ -120,3 +120,13 @@ def test_snakemake_dry_run_plans_every_non_blocked_cell(tmp_path):
     assert runnable <= planned
     for engine in ("llamacpp-cuda", "vllm-nightly", "sglang"):
         assert f"engines/{engine}.json" in out
+
+
+def test_sglang_drafter_cell_asks_for_per_request_spec_fields(plain_env, capsys):
+    """The SGLang NEXTN cell's client sends `return_spec_tokens_details`, so the server returns
+    per-request acceptance; the other cells' clients add nothing."""
+    planned = plans(capsys)
+    nextn = planned["gemma-4-12b__sglang__nvfp4-axionml__nextn__sharegpt-c32"]["client"]
+    assert nextn[nextn.index("--extra-body") + 1] == '{"return_spec_tokens_details":true}'
+    others = [p["client"] for c, p in planned.items() if "nextn" not in c and not p["blocked"]]
+    assert others and not any("--extra-body" in client for client in others)

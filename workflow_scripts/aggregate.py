@@ -483,6 +483,21 @@ SUMMARY_INTRO = (
     "Measured figures of every cell; `ref_*` columns hold published figures attached to a cell "
     "in the config (reference values, never measured here)."
 )
+
+
+def summary_intro(all_metrics: Sequence[Mapping[str, Any]]) -> str:
+    """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
+    of step with the completed requests (their `spec.cap_note`)."""
+    flagged = [
+        f"- `{m['cell']}`: {(m.get('spec') or {})['cap_note']}"
+        for m in all_metrics
+        if (m.get("spec") or {}).get("cap_note")
+    ]
+    if not flagged:
+        return SUMMARY_INTRO
+    return SUMMARY_INTRO + "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
+
+
 INDEX_INTRO = (
     "One line per cell. Decode tok/s counts completion tokens of all concurrent requests per "
     "second of the measured run; a column marked (published) holds a reference figure."
@@ -501,7 +516,11 @@ def write_tables(
     Returns the summary and spec-gain tables."""
     summary = summary_table(all_metrics, cells)
     write_table(
-        summary, out["summary_csv"], out["summary_md"], "Summary: one row per cell", SUMMARY_INTRO
+        summary,
+        out["summary_csv"],
+        out["summary_md"],
+        "Summary: one row per cell",
+        summary_intro(all_metrics),
     )
     write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
     intro = INDEX_INTRO + (" Configuration links each cell's result card." if card_links else "")
@@ -540,7 +559,7 @@ def aggregate_from_snakemake(sm) -> None:
         "Summary",
         [
             ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
-            ("Every figure of every cell", summary, SUMMARY_INTRO),
+            ("Every figure of every cell", summary, summary_intro(all_metrics)),
         ],
     )
     write_tables_html(

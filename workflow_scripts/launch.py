@@ -305,6 +305,16 @@ def cell_server_command(
     )
 
 
+def request_fields(cell: Cell) -> dict[str, Any]:
+    """What a cell's requests add to the body: a drafter cell asks for per-request speculative
+    figures where the engine has them (ignored by servers that do not know the field)."""
+    if cell.drafter_spec is None:
+        return {}
+    from .engines import adapter_for
+
+    return dict(adapter_for(cell.engine_spec["kind"]).spec_request_fields)
+
+
 def docker_inspect(container: str, field_format: str) -> str | None:
     """One field of a container's state (`{{.Image}}`, `{{.State.Pid}}`); None if unknown."""
     try:

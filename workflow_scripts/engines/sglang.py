@@ -1,6 +1,8 @@
 """SGLang (`python3 -m sglang.launch_server`): `--model-path` as a hub id (or a path), drafters
-as `--speculative-algorithm` and its step/top-k/draft-token flags, acceptance from
-`/get_server_info` (a running mean over the server's life, so one server per cell)."""
+as `--speculative-algorithm` and its step/top-k/draft-token flags. Acceptance comes from each
+response's `sglext.spec_tokens_details` when the server returns them, else from `/server_info`
+(`/get_server_info` on older builds): a running mean over the server's life, read at warmup end
+and at bench end (`specdecode.acceptance_from_server_info` takes the difference)."""
 
 from __future__ import annotations
 
@@ -46,8 +48,10 @@ class SglangAdapter(HubModelAdapter):
     kind = "sglang"
     drafter_kinds = frozenset(ALGORITHMS)
     drafter_kinds_needing_model = NEEDS_MODEL
-    metrics_path = "/get_server_info"  # where acceptance is; `/metrics` needs --enable-metrics
-    version_path = "/get_server_info"
+    metrics_path = "/server_info"  # where acceptance is; `/metrics` needs --enable-metrics
+    version_path = "/server_info"
+    path_fallbacks = {"/server_info": "/get_server_info"}  # the old name, now a deprecated alias
+    spec_request_fields = {"return_spec_tokens_details": True}
     default_port = 30000
     model_flag = ("--model-path",)
     setting_order = SETTING_ORDER
@@ -88,7 +92,8 @@ class SglangAdapter(HubModelAdapter):
         return document.get("version") if isinstance(document, dict) else None
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
-        """`/get_server_info` -> `internal_states[0].avg_spec_accept_length`."""
+        """`/server_info` -> `internal_states[0].avg_spec_accept_length` (absent before the first
+        verify step on older builds)."""
         try:
             states = json.loads(text).get("internal_states") or [{}]
         except (ValueError, AttributeError):
