@@ -431,3 +431,72 @@ def test_native_llamacpp_on_hub_ggufs_shows_placeholders_until_fetched(tmp_path)
     assert after(fetched.argv, "-m") == f"{snap}/main.gguf"
     assert after(fetched.argv, "--model-draft") == f"{snap}/MTP/draft.gguf"
     assert fetched.placeholders == {}
+
+
+def test_sglang_reads_server_info_or_its_deprecated_alias(standin):
+    """STAND-IN SGLang servers (SGLang cannot run here): a current build answers `/server_info`,
+    an older one only `/get_server_info`; the version and the acceptance readout use whichever
+    answers, `/server_info` first."""
+    from workflow_scripts.run_cell import _scrape
+
+    info = {"version": "0.5.23", "internal_states": [{"avg_spec_accept_length": 2.75}]}
+
+    def server(paths: tuple[str, ...], seen: list[str]) -> str:
+        async def handler(reader, writer):
+            while True:
+                _, path, _, _ = await standin.read_request(reader)
+                seen.append(path)
+                found = path in paths
+                payload = json.dumps(info if found else {"detail": "Not Found"}).encode()
+                status = b"200 OK" if found else b"404 Not Found"
+                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+                await writer.drain()
+
+        return standin.start(handler)
+
+    adapter = adapter_for("sglang")
+    for paths, expected in (
+        (("/server_info", "/get_server_info"), ["/server_info"]),
+        (("/get_server_info",), ["/server_info", "/get_server_info"]),
+    ):
+        seen: list[str] = []
+        url = server(paths, seen)
+        text = _scrape(url, adapter.paths_to_try(adapter.metrics_path))
+        assert adapter.parse_spec_metrics(text).accept_length == pytest.approx(2.75)
+        assert seen == expected
+        assert adapter.server_version(url) == "0.5.23"
+    silent: list[str] = []
+    assert _scrape(server((), silent), adapter.paths_to_try(adapter.metrics_path)) is None
+    assert silent == ["/server_info", "/get_server_info"]
+
+
+def test_sglang_published_nextn_flags_in_the_published_order():
+    """AxionML's NEXTN recipe as the published command writes it: the draft model, its
+    quantization, steps, draft tokens, top-k; settings in SGLang's order (kv dtype after
+    quantization), the config's extra flags last."""
+    engine = sglang_engine(
+        settings={"context_length": 65536, "quantization": "modelopt_fp4",
+                  "kv_cache_dtype": "fp8_e4m3", "attention_backend": "triton"},
+        extra_args=["--mem-fraction-static", "0.85"])
+    drafter = {"kind": "nextn", "n_max": 5, "with_model": True,
+               "settings": {"draft_model_quantization": "unquant"}}
+    _, command = build(engine, drafter, quant="hub", draft_quant="hub", port=30000)
+    assert command.argv[3:] == [
+        "--model-path", "org/model-hub", "--host", "127.0.0.1", "--port", "30000",
+        "--context-length", "65536", "--quantization", "modelopt_fp4",
+        "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton",
+        "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", "org/draft-hub",
+        "--speculative-draft-model-quantization", "unquant", "--speculative-num-steps", "5",
+        "--speculative-num-draft-tokens", "6", "--speculative-eagle-topk", "1",
+        "--mem-fraction-static", "0.85",
+    ]
+
+
+def test_docker_options_replace_the_adapters(clean_hf_env):
+    engine = {"kind": "sglang", "launch": "docker",
+              "docker": {"image": "img", "options": ["--ipc=host", "--shm-size", "128g"]}}
+    _, command = build(engine, quant="hub", port=30000)
+    assert command.argv[:8] == ["docker", "run", "--gpus", "all", "--ipc=host", "--shm-size",
+                                "128g", "-p"]
+    assert "32g" not in command.argv

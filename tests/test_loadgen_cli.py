@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from engine_helpers import REPO
 
 from workflow_scripts.loadgen.datasets import load_jsonl
 
@@ -43,7 +44,7 @@ def recording_server(standin):
 
 
 def run_cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env_extra or {})}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}  # this tree's code
     return subprocess.run(
         [sys.executable, "-m", "workflow_scripts.loadgen", *args],
         capture_output=True,
@@ -195,3 +196,35 @@ def test_cli_fails_loudly_when_nothing_completes(tmp_path):
     assert proc.returncode == 1
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["status"] == "failed" and metrics["errors_by_reason"] == {"connection": 2}
+
+
+def test_cli_extra_body_reaches_every_request_and_spec_fields_are_kept(standin, tmp_path):
+    """`--extra-body` (what the plan prints for an SGLang drafter cell) goes into every request;
+    a stand-in answering as SGLang does when asked (`sglext.spec_tokens_details` beside the
+    usage) has those fields kept per request in requests.jsonl."""
+    seen: list[dict] = []
+    details = {"spec_verify_ct": 2, "spec_num_correct_drafts": 2, "spec_accept_length": 2.0}
+
+    async def handler(reader, writer):
+        while True:
+            _, _, _, body = await standin.read_request(reader)
+            seen.append(json.loads(body))
+            final = {**standin.usage(5, 4), "sglext": {"spec_tokens_details": details}}
+            writer.write(standin.sse_head() + b"".join(
+                standin.event(standin.content(t)) for t in ("a", "b", "c", "d"))
+                + standin.event(final) + standin.event(b"[DONE]") + standin.chunk(b""))
+            await writer.drain()
+
+    out = tmp_path / "run"
+    proc = run_cli("--base-url", standin.start(handler), "--dataset", "random", "--num-prompts",
+                   "3", "--concurrency", "1", "--max-tokens", "4", "--model", "m",
+                   "--extra-body", '{"return_spec_tokens_details":true}', "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert len(seen) == 4 and all(b["return_spec_tokens_details"] is True for b in seen)
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert all(x["spec_details"] == details for x in lines)
+    assert json.loads((out / "metrics.json").read_text())["load"]["extra_body"] == {
+        "return_spec_tokens_details": True}
+    bad = run_cli("--base-url", "http://127.0.0.1:9", "--num-prompts", "1", "--concurrency", "1",
+                  "--max-tokens", "4", "--extra-body", "[1]", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "expected a JSON object" in bad.stderr

@@ -246,3 +246,26 @@ def test_an_old_engine_stamp_adds_no_build_rows(metrics):
     assert "engine_info" in metrics[BASE] and "variant" not in metrics[BASE]["engine_info"]
     text = card_md(BASE, metrics)
     assert "Build variant" not in text and "Smoke test" not in text
+
+
+def test_capped_drafter_card_flags_counter_acceptance_and_shows_the_completed_only_rate(metrics):
+    note = "3 requests were cancelled at the time cap. These acceptance figures are ..."
+    spec = {**metrics[DRAFTER]["spec"], "timings_acceptance_rate": 0.7, "cap_note": note}
+    text = cards.render_markdown(cards.build_card(cell_by_id(DRAFTER),
+                                                  {**metrics[DRAFTER], "spec": spec}))
+    assert "| Acceptance rate, completed requests only | 0.700 |" in text
+    section = text.split("## Speculative decoding", 1)[1].split("\n## ", 1)[0]
+    assert note in section
+    plain = card_md(DRAFTER, {DRAFTER: {**metrics[DRAFTER], "spec": {
+        **metrics[DRAFTER]["spec"], "timings_acceptance_rate": 0.7}}})
+    assert "| Acceptance rate (timings cross-check) | 0.700 |" in plain
+    assert "cancelled at the time cap" not in plain
+
+
+def test_card_names_the_published_card_a_seed_cell_reproduces(metrics):
+    source = "gauravmm/autobench _configs/x.md (read at yjsoon/autobench@" + "3" * 40 + ")"
+    cell = cell_by_id(BASE)
+    cell = {**cell, "reference": {**cell["reference"], "source": source}}
+    text = cards.render_markdown(cards.build_card(cell, metrics[BASE]))
+    assert f"| Reproduces (published source) | {source} |" in text
+    assert "Reproduces" not in card_md(BASE, metrics)

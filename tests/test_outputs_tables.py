@@ -247,3 +247,21 @@ def test_compact_view_on_hand_made_rows():
 def test_html_tables_right_align_numbers_written_as_text():
     table = html_table(pd.DataFrame({"decode_tok_s": ["41.88", ""], "status": ["done", "2"]}))
     assert '<td class="num">41.88</td>' in table and "<td>done</td>" in table
+
+
+def test_summary_flags_acceptance_the_time_cap_put_out_of_step(tmp_path, metrics, cells):
+    """A drafter cell whose cap cancelled requests: summary.md says its acceptance figures are
+    not those of the completed requests; the other cells are not named."""
+    note = "2 requests were cancelled at the time cap. These acceptance figures are ..."
+    capped = {**metrics[DRAFTER], "spec": {**metrics[DRAFTER]["spec"], "cap_note": note}}
+    out = {
+        f"{name}_{ext}": tmp_path / f"{name}.{ext}"
+        for name in ("summary", "index", "spec_gain")
+        for ext in ("csv", "md")
+    }
+    aggregate.write_tables([*(m for c, m in metrics.items() if c != DRAFTER), capped], cells, out)
+    text = (tmp_path / "summary.md").read_text()
+    assert f"- `{DRAFTER}`: {note}" in text
+    assert f"`{BASE}`" not in text.split("|")[0]
+    aggregate.write_tables(list(metrics.values()), cells, out)
+    assert "read with care" not in (tmp_path / "summary.md").read_text()

@@ -1,15 +1,20 @@
-"""The `hf` weights source through `huggingface_hub`, against a stand-in for the hub.
+"""The `hf` weights source through `huggingface_hub`, against a stand-in for the hub; and the GB10
+matrix's weights step with its real repo ids and file names.
 
 Stand-in: the real hub is out of reach here, so `fixtures/weights/hub_standin.py` serves the hub's
-file API for a small fake repo on 127.0.0.1 (model info, tree, resolve with Range). Everything on
-our side is real: `huggingface_hub` downloads into its own cache layout, we verify and write the
-manifest.
+file API for small fake repos on 127.0.0.1 (model info, tree, resolve with Range; repo ids match
+whatever their case, file names only as cased, as on the hub). Everything on our side is real:
+`huggingface_hub` downloads into its own cache layout, we verify and write the manifest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,15 +24,19 @@ from fixtures.weights.hub_standin import (
     SHA_V1,
     TINY_REPO,
     HubStandIn,
+    gb10_repos,
     tiny_repo,
 )
 
+from workflow_scripts.matrix import load_cells
 from workflow_scripts.weights import WeightsError, fetch_weights
 
 pytestmark = pytest.mark.standin
 
 TOKEN = "hf_standinSecretToken0123456789"
 REPO = TINY_REPO
+ROOT = Path(__file__).resolve().parent.parent
+SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
 
 @pytest.fixture
@@ -180,3 +189,87 @@ def test_token_from_environment_only_and_never_written(hub, tmp_path, monkeypatc
     assert len(written) > 5
     for path in written:
         assert TOKEN.encode() not in path.read_bytes(), path
+
+
+# -- the GB10 matrix's weights step, against the stand-in with the real file names --------------
+GB10 = ROOT / "configs" / "gb10-gemma4.yaml"
+
+
+def gb10_weights() -> dict[str, dict]:
+    """What the Snakefile fetches for the GB10 config: every non-blocked cell's weights and draft
+    weights (rules/common.smk `WEIGHTS`)."""
+    out = {}
+    for cell in load_cells(GB10):
+        if not cell.blocked:
+            out[cell.weights_key] = cell.weights
+            if cell.drafter_weights:
+                out[cell.drafter_weights_key] = cell.drafter_weights
+    return out
+
+
+@pytest.fixture
+def gb10_hub(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with HubStandIn(gb10_repos()) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        yield server
+
+
+def test_gb10_weights_step_fetches_every_runnable_cells_files(gb10_hub, tmp_path):
+    """The real weights rule (Snakemake, the config's weights targets) against the stand-in hub:
+    every non-blocked cell's files arrive, each GGUF entry fetching exactly its one file."""
+    specs = gb10_weights()
+    assert len(specs) == 8  # 4 GGUFs, the MTP GGUF, 2 NVFP4 checkpoints, the assistant model
+    targets = [f"results/weights/{key}.json" for key in specs]
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+         "--configfile", str(GB10), "--cores", "2", *targets],
+        capture_output=True, text=True, timeout=600, env={**os.environ},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    by_repo: dict[str, set[str]] = {}
+    for seen in gb10_hub.downloads():
+        repo, _, rest = seen.path.lstrip("/").partition("/resolve/")
+        by_repo.setdefault(repo, set()).add(rest.split("/", 1)[1])
+    for key, spec in specs.items():
+        manifest = json.loads((tmp_path / "results" / "weights" / f"{key}.json").read_text())
+        assert manifest.get("status") != "failed", (key, manifest.get("reason"))
+        assert manifest["repo"] == spec["repo"] and SHA1.match(manifest["revision_sha"])
+        names = {f["name"] for f in manifest["files"]}
+        if spec.get("filename"):
+            assert names == {spec["filename"]}, key
+            assert Path(manifest["primary"]).read_bytes()[:4] == b"GGUF"
+            assert manifest["primary"].endswith("/" + spec["filename"])
+        else:
+            assert names == {"config.json", "model.safetensors", "tokenizer.json"}, key
+            assert manifest["primary"] == manifest["snapshot_dir"]
+    assert by_repo == {
+        "ggml-org/gemma-4-12B-it-GGUF": {"gemma-4-12B-it-Q4_K_M.gguf", "gemma-4-12B-it-Q8_0.gguf"},
+        "unsloth/gemma-4-12b-it-GGUF": {"gemma-4-12b-it-Q4_K_M.gguf", "gemma-4-12b-it-Q6_K.gguf",
+                                        "MTP/gemma-4-12b-it-Q8_0-MTP.gguf"},
+        **{repo: {"config.json", "model.safetensors", "tokenizer.json"} for repo in (
+            "RedHatAI/gemma-4-12B-it-NVFP4", "AxionML/Gemma-4-12B-NVFP4",
+            "google/gemma-4-12B-it-assistant")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("repo", "filename", "named"),
+    [
+        # the names this config had before: the id resolves whatever its case, the file does not
+        ("ggml-org/gemma-4-12b-it-GGUF", "gemma-4-12b-it-Q4_K_M.gguf",
+         "matches ['gemma-4-12b-it-Q4_K_M.gguf'] (files: README.md, gemma-4-12B-it-Q4_0.gguf"),
+        ("ggml-org/gemma-4-12b-it-GGUF", "gemma-4-12b-it-Q6_K.gguf",
+         "no file of 'ggml-org/gemma-4-12b-it-GGUF@main' matches ['gemma-4-12b-it-Q6_K.gguf']"),
+        ("AxionML/gemma-4-12B-it-NVFP4", None, "repo 'AxionML/gemma-4-12B-it-NVFP4' not found"),
+    ],
+)
+def test_gb10_names_cased_otherwise_are_not_found(gb10_hub, tmp_path, repo, filename, named):
+    spec = {"source": "hf", "repo": repo, "revision": "main"}
+    if filename:
+        spec["filename"] = filename
+    with pytest.raises(WeightsError, match=re.escape(named)):
+        fetch_weights(spec, tmp_path / "m.json")
+    assert gb10_hub.downloads() == []

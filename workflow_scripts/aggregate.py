@@ -436,6 +436,21 @@ SUMMARY_INTRO = (
     "(published): a figure attached to the cell in the config, never measured here. A cell that "
     "did not finish shows its reason, not its figures."
 )
+
+
+def summary_intro(all_metrics: Sequence[Mapping[str, Any]]) -> str:
+    """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
+    of step with the completed requests (their `spec.cap_note`)."""
+    flagged = [
+        f"- `{m['cell']}`: {(m.get('spec') or {})['cap_note']}"
+        for m in all_metrics
+        if (m.get("spec") or {}).get("cap_note")
+    ]
+    if not flagged:
+        return SUMMARY_INTRO
+    return SUMMARY_INTRO + "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
+
+
 INDEX_INTRO = (
     "One line per cell. Decode tok/s counts completion tokens of all concurrent requests per "
     "second of the measured run; a column marked (published) holds a reference figure."
@@ -456,7 +471,10 @@ def write_tables(
     summary = summary_table(all_metrics, cells)
     compact = compact_table(all_metrics, cells)
     write_text(out["summary_csv"], summary.to_csv(index=False))
-    write_text(out["summary_md"], to_markdown(compact, "Summary: one row per cell", SUMMARY_INTRO))
+    write_text(
+        out["summary_md"],
+        to_markdown(compact, "Summary: one row per cell", summary_intro(all_metrics)),
+    )
     write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
     intro = INDEX_INTRO + (" Configuration links each cell's result card." if card_links else "")
     write_text(
@@ -494,7 +512,7 @@ def aggregate_from_snakemake(sm) -> None:
         "Summary",
         [
             ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
-            ("The columns a reader compares", compact, SUMMARY_INTRO),
+            ("The columns a reader compares", compact, summary_intro(all_metrics)),
         ],
     )
     write_tables_html(

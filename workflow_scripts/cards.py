@@ -299,22 +299,27 @@ def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Se
         ),
         (
             "Source",
-            fmt(spec.get("source")),
+            fmt(spec.get("source"))
+            + (f" ({spec['window']})" if spec.get("window") else ""),
             "—",
-            "metrics: /metrics counter deltas; timings: "
-            "per-response draft_n; server_info: engine's running mean",
+            "metrics: /metrics counter deltas over the measured run; request_fields: "
+            "per-response speculative fields of the completed requests; timings: per-response "
+            "draft_n of the completed requests; server_info: the engine's running mean, read at "
+            "warmup end and bench end",
         ),
     ]
     if spec.get("timings_acceptance_rate") is not None:
         rows.append(
             (
-                "Acceptance rate (timings cross-check)",
+                "Acceptance rate, completed requests only"
+                if spec.get("cap_note")
+                else "Acceptance rate (timings cross-check)",
                 fmt(spec["timings_acceptance_rate"], digits=3),
                 "—",
-                "from per-response timings",
+                "from per-response timings of the completed requests",
             )
         )
-    notes = [spec["note"]] if spec.get("note") else []
+    notes = [spec[key] for key in ("note", "cap_note") if spec.get(key)]
     if spec.get("drafts") == 0:
         notes.append("The drafter proposed no tokens during the measured run.")
     if not spec and metrics.get("status") != "done":
@@ -333,7 +338,18 @@ def client_command(
     load = metrics.get("load") or {}
     return client_argv(cell.get("workload_spec") or {},
                        load.get("base_url") or "http://127.0.0.1:<port>",
-                       f"{results_dir}/cells/{cell['id']}", load.get("model"))
+                       f"{results_dir}/cells/{cell['id']}", load.get("model"),
+                       load.get("extra_body") or _request_fields(cell))
+
+
+def _request_fields(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """What a drafter cell's requests add (as `launch.request_fields`, from a cell dict)."""
+    from .engines import adapter_for, known_kinds
+
+    kind = (cell.get("engine_spec") or {}).get("kind")
+    if cell.get("drafter") in (None, "none") or kind not in known_kinds():
+        return {}
+    return dict(adapter_for(kind).spec_request_fields)
 
 
 def commands_section(
@@ -390,6 +406,9 @@ def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> S
                 + (f", driver {host['driver']}" if host.get("driver") else ""),
             )
         )
+    published = (cell.get("reference") or {}).get("source")
+    if published:
+        rows.append(("Reproduces (published source)", str(published)))
     rows.append(("Engine version", fmt(metrics.get("engine_version"))))
     rows += build_rows(engine_info)
     if metrics.get("server_version"):

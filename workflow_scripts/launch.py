@@ -273,7 +273,7 @@ def cell_server_command(
         argv.append("-d")
     if docker.get("gpus"):
         argv += ["--gpus", str(docker["gpus"])]
-    argv += list(adapter.docker_args)
+    argv += [str(a) for a in docker.get("options", adapter.docker_args)]
     publish = f"{port}:{inner_port}" if host in ("0.0.0.0", "") else f"{host}:{port}:{inner_port}"
     argv += ["-p", publish]
     by_hub = [r for r in refs if r not in by_path]
@@ -303,6 +303,16 @@ def cell_server_command(
         container=name,
         placeholders=placeholders,
     )
+
+
+def request_fields(cell: Cell) -> dict[str, Any]:
+    """What a cell's requests add to the body: a drafter cell asks for per-request speculative
+    figures where the engine has them (ignored by servers that do not know the field)."""
+    if cell.drafter_spec is None:
+        return {}
+    from .engines import adapter_for
+
+    return dict(adapter_for(cell.engine_spec["kind"]).spec_request_fields)
 
 
 def docker_inspect(container: str, field_format: str) -> str | None:

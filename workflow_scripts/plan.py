@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines import adapter_for
-from .launch import ServerCommand, cell_server_command, cell_weights, shell_join
+from .launch import ServerCommand, cell_server_command, cell_weights, request_fields, shell_join
 from .loadgen.command import client_argv
 from .matrix import Cell, ConfigError, build_cells, load_config_file
 
@@ -56,7 +56,8 @@ def _engine_info(results_dir: Path, engine: str) -> dict[str, Any]:
 def client_command(cell: Cell, command: ServerCommand, results_dir: Path) -> list[str]:
     """The standalone load generator's command line for this cell's workload."""
     return client_argv(cell.workload_spec, command.base_url,
-                       str(results_dir / "cells" / cell.id), command.served_model)
+                       str(results_dir / "cells" / cell.id), command.served_model,
+                       request_fields(cell))
 
 
 def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:

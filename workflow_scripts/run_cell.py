@@ -25,7 +25,13 @@ from .engines import adapter_for
 from .engines.base import SpecCounters
 from .engines.provision import native_build_mismatch
 from .failures import bump_failures
-from .launch import cell_server_command, cell_weights, container_image_id, container_pid
+from .launch import (
+    cell_server_command,
+    cell_weights,
+    container_image_id,
+    container_pid,
+    request_fields,
+)
 from .loadgen.client import LoadSpec, run_load
 from .loadgen.command import client_argv
 from .loadgen.datasets import load_dataset
@@ -34,7 +40,13 @@ from .matrix import Cell
 from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
 from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
 from .server_auth import auth_headers, client_api_key, engine_api_key, server_api_key
-from .specdecode import acceptance_from_counters, acceptance_from_timings
+from .specdecode import (
+    acceptance_from_counters,
+    acceptance_from_request_fields,
+    acceptance_from_server_info,
+    acceptance_from_timings,
+    cap_note,
+)
 from .terminal import say
 
 
@@ -99,17 +111,20 @@ def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSp
         warmup_requests=int(w.get("warmup_requests", 1)),
         request_timeout_s=float(w.get("request_timeout_s", 600)),
         api_key=client_api_key(cell),
+        extra_body=request_fields(cell),
     )
 
 
-def _scrape(base_url: str, path: str | None) -> str | None:
-    if not path:
-        return None
-    try:
-        resp = requests.get(base_url + path, timeout=10, headers=auth_headers())
-        return resp.text if resp.status_code == 200 else None
-    except requests.RequestException:
-        return None
+def _scrape(base_url: str, paths: list[str]) -> str | None:
+    """The first of `paths` (a path, then its deprecated alias) the server answers."""
+    for path in paths:
+        try:
+            resp = requests.get(base_url + path, timeout=10, headers=auth_headers())
+        except requests.RequestException:
+            continue
+        if resp.status_code == 200:
+            return resp.text
+    return None
 
 
 def run_cell(inputs: CellInputs) -> dict[str, Any]:
@@ -203,7 +218,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
 
                 def on_measure_start() -> None:
                     sampler.set_phase("bench")
-                    text = _scrape(base_url, adapter.metrics_path)
+                    text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
                     counters["before"] = adapter.parse_spec_metrics(text) if text else None
 
                 load = run_load(
@@ -211,7 +226,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 )
                 records = load.records
                 died = None if server.alive() else server.died_message("while the load ran")
-                text = _scrape(base_url, adapter.metrics_path)
+                text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
                 counters["after"] = adapter.parse_spec_metrics(text) if text else None
                 sampler.set_phase("teardown")
             finally:
@@ -221,7 +236,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
             result["not_started"] = load.not_started
             result["load"] = spec.public()
             result["client_command"] = client_argv(cell.workload_spec, base_url, str(out),
-                                                   command.served_model)
+                                                   command.served_model, request_fields(cell))
             result["spec"] = _spec_result(cell, counters, records)
             if sampler.tripped is not None:
                 raise ServerError(
@@ -255,10 +270,17 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
 
 
 def _spec_result(cell: Cell, counters: dict, records: list) -> dict[str, Any] | None:
+    """Acceptance from the best source the engine gave: per-response speculative fields (over
+    the completed requests), counter deltas, a running mean read at warmup end and bench end,
+    or per-response timings. `source` says which; `cap_note` flags figures that the time cap
+    put out of step with the completed requests."""
     if cell.drafter_spec is None:
         return None
     before, after = counters.get("before"), counters.get("after")
-    spec = acceptance_from_counters(before or SpecCounters(), after) if after else None
+    spec = acceptance_from_request_fields(records)
+    if spec is None and after:
+        spec = acceptance_from_counters(before or SpecCounters(), after)
+        spec = spec or acceptance_from_server_info(before, after, records)
     spec = spec or acceptance_from_timings(records)
     if spec is None:
         return {
@@ -275,6 +297,9 @@ def _spec_result(cell: Cell, counters: dict, records: list) -> dict[str, Any] | 
     cross = acceptance_from_timings(records)
     if cross and spec["source"] != "timings":
         spec["timings_acceptance_rate"] = cross["acceptance_rate"]
+    note = cap_note(spec, records)
+    if note:
+        spec["cap_note"] = note
     return spec
 
 

@@ -43,7 +43,7 @@ class SpecCounters:
     draft_tokens: float | None = None
     accepted_tokens: float | None = None
     accepted_per_pos: list[float] = field(default_factory=list)
-    accept_length: float | None = None  # engines that only report a mean (SGLang)
+    accept_length: float | None = None  # engines that only report a running mean (SGLang)
 
 
 def flag_args(settings: dict[str, Any], order: tuple[str, ...] = ()) -> list[str]:
@@ -88,6 +88,11 @@ class EngineAdapter:
     health_path: ClassVar[str] = "/health"
     metrics_path: ClassVar[str | None] = "/metrics"
     version_path: ClassVar[str | None] = None
+    # Paths older builds serve only under a deprecated name (SGLang `/get_server_info`).
+    path_fallbacks: ClassVar[dict[str, str]] = {}
+    # Fields a drafter cell's requests add so the server reports per-request speculative
+    # figures (SGLang `return_spec_tokens_details`); servers that do not know them ignore them.
+    spec_request_fields: ClassVar[dict[str, Any]] = {}
     default_port: ClassVar[int] = 8080
     # Engines that load a hub id themselves get the id (and the HF cache mounted in docker);
     # the others get a file path.
@@ -160,11 +165,18 @@ class EngineAdapter:
         """The engine version from the JSON at `version_path`."""
         return None
 
+    def paths_to_try(self, path: str | None) -> list[str]:
+        """`path`, then its deprecated alias if the engine has one."""
+        if not path:
+            return []
+        return [path, *([self.path_fallbacks[path]] if path in self.path_fallbacks else [])]
+
     def server_version(self, base_url: str) -> str | None:
-        if not self.version_path:
-            return None
-        document = get_json(base_url + self.version_path)
-        return self.parse_version(document) if document is not None else None
+        for path in self.paths_to_try(self.version_path):
+            document = get_json(base_url + path)
+            if document is not None:
+                return self.parse_version(document)
+        return None
 
     # Context per request. Engines that split their context across slots (llama.cpp) set
     # `splits_context` and override these; the others give every sequence the whole context.

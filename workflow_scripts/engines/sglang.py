@@ -1,6 +1,8 @@
 """SGLang (`python3 -m sglang.launch_server`): `--model-path` as a hub id (or a path), drafters
-as `--speculative-algorithm` and its step/top-k/draft-token flags, acceptance from
-`/get_server_info` (a running mean over the server's life, so one server per cell)."""
+as `--speculative-algorithm` and its step/top-k/draft-token flags. Acceptance comes from each
+response's `sglext.spec_tokens_details` when the server returns them, else from `/server_info`
+(`/get_server_info` on older builds): a running mean over the server's life, read at warmup end
+and at bench end (`specdecode.acceptance_from_server_info` takes the difference)."""
 
 from __future__ import annotations
 
@@ -19,13 +21,25 @@ ALGORITHMS = {
     "ngram": "NGRAM",
 }
 NEEDS_MODEL = frozenset({"eagle", "eagle3", "standalone"})
+# The order SGLang's server arguments declare them in (quantization, then the KV cache dtype);
+# the published GB10 commands write them so too.
 SETTING_ORDER = (
     "context_length",
     "mem_fraction_static",
     "max_running_requests",
     "tp_size",
     "quantization",
+    "kv_cache_dtype",
     "served_model_name",
+)
+# Drafter flags in the order AxionML's NEXTN recipe (and the published command) writes them.
+DRAFTER_ORDER = (
+    "speculative_draft_model_path",
+    "speculative_draft_model_revision",
+    "speculative_draft_model_quantization",
+    "speculative_num_steps",
+    "speculative_num_draft_tokens",
+    "speculative_eagle_topk",
 )
 
 
@@ -34,8 +48,10 @@ class SglangAdapter(HubModelAdapter):
     kind = "sglang"
     drafter_kinds = frozenset(ALGORITHMS)
     drafter_kinds_needing_model = NEEDS_MODEL
-    metrics_path = "/get_server_info"  # where acceptance is; `/metrics` needs --enable-metrics
-    version_path = "/get_server_info"
+    metrics_path = "/server_info"  # where acceptance is; `/metrics` needs --enable-metrics
+    version_path = "/server_info"
+    path_fallbacks = {"/server_info": "/get_server_info"}  # the old name, now a deprecated alias
+    spec_request_fields = {"return_spec_tokens_details": True}
     default_port = 30000
     model_flag = ("--model-path",)
     setting_order = SETTING_ORDER
@@ -63,14 +79,7 @@ class SglangAdapter(HubModelAdapter):
         for key, value in spec.get("settings", {}).items():
             name = key if key.startswith("speculative_") else f"speculative_{key}"
             flags[name] = value
-        order = (
-            "speculative_draft_model_path",
-            "speculative_draft_model_revision",
-            "speculative_num_steps",
-            "speculative_eagle_topk",
-            "speculative_num_draft_tokens",
-        )
-        return ["--speculative-algorithm", algorithm, *flag_args(flags, order)]
+        return ["--speculative-algorithm", algorithm, *flag_args(flags, DRAFTER_ORDER)]
 
     def docker_program(self, image: str) -> list[str]:
         """SGLang images have no server entrypoint: the command names the module."""
@@ -83,7 +92,8 @@ class SglangAdapter(HubModelAdapter):
         return document.get("version") if isinstance(document, dict) else None
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
-        """`/get_server_info` -> `internal_states[0].avg_spec_accept_length`."""
+        """`/server_info` -> `internal_states[0].avg_spec_accept_length` (absent before the first
+        verify step on older builds)."""
         try:
             states = json.loads(text).get("internal_states") or [{}]
         except (ValueError, AttributeError):

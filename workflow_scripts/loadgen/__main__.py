@@ -27,6 +27,16 @@ from .metrics import compute_metrics
 from .wire import Endpoint
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m workflow_scripts.loadgen",
@@ -51,6 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="default: the first id of GET /v1/models")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the key")
     p.add_argument("--warmup-requests", type=int, default=1)
+    p.add_argument("--extra-body", type=_json_object, default={},
+                   help="JSON object merged into every request body")
     p.add_argument("--processes", type=int, default=1, help="client processes sharing the load")
     p.add_argument("--slo-ttft-ms", type=float, default=None, help="goodput: TTFT limit")
     p.add_argument("--slo-tpot-ms", type=float, default=None, help="goodput: TPOT limit")
@@ -161,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         arrival_seed=args.arrival_seed,
         processes=args.processes,
         api_key=api_key,
+        extra_body=args.extra_body,
     )
     load = run_load(spec, dataset.prompts, progress=args.progress)
     result = summary(args, spec, dataset, load)

@@ -3,6 +3,7 @@ print, so anyone can rerun the same load by hand against a running server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,8 +28,10 @@ def _value(value: Any) -> str:
 
 
 def client_argv(workload: Mapping[str, Any], base_url: str, out_dir: str,
-                model: str | None = None) -> list[str]:
-    """`python -m workflow_scripts.loadgen ...` for `workload` (a workload mapping of a config)."""
+                model: str | None = None,
+                extra_body: Mapping[str, Any] | None = None) -> list[str]:
+    """`python -m workflow_scripts.loadgen ...` for `workload` (a workload mapping of a config);
+    `extra_body`: fields every request adds (what the cell's engine asks for)."""
     dataset = workload.get("dataset") or {}
     argv = ["python", "-m", "workflow_scripts.loadgen", "--base-url", base_url,
             "--dataset", str(dataset.get("kind", "sharegpt"))]
@@ -46,4 +49,7 @@ def client_argv(workload: Mapping[str, Any], base_url: str, out_dir: str,
         argv += ["--api-key-env", str(workload["api_key_env"])]
     if model:
         argv += ["--model", model]
+    if extra_body:
+        argv += ["--extra-body", json.dumps(dict(extra_body), sort_keys=True,
+                                            separators=(",", ":"))]
     return [*argv, "--out", out_dir]

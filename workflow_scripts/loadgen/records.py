@@ -30,7 +30,8 @@ class RequestRecord:
     http_status: int | None = None
     retries: int = 0
     finish_reason: str | None = None
-    timings: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None  # llama.cpp's per-response timings
+    spec_details: dict[str, Any] | None = None  # SGLang's sglext.spec_tokens_details
 
     @property
     def content_chunks(self) -> int:

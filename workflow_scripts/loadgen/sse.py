@@ -148,6 +148,9 @@ def apply_event(record: RequestRecord, event: Any, elapsed_s: float) -> None:
     timings = event.get("timings")
     if timings:
         record.timings = timings
+    sglext = event.get("sglext")
+    if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict):
+        record.spec_details = sglext["spec_tokens_details"]
 
 
 def finish_record(record: RequestRecord) -> None:
