@@ -1,0 +1,342 @@
+"""95 % intervals for a cell's figures and for the change between two cells. Pure functions of
+request records (or of per-repeat figures); stdlib + numpy only.
+
+Two sources, said in every table (`interval_source`):
+- `repeats`: ≥ 3 runs of a cell, each with its own server start -> a t-interval on their mean.
+  It includes start-to-start variance, so it is the one to trust.
+- `bootstrap`: one run -> resample its completed requests (seeded) and recompute the figure.
+  It sees only request-to-request variance within that run.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .loadgen.metrics import tpot_s
+from .loadgen.records import OK, RequestRecord
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 0
+MIN_REPEATS = 3
+REPEATS = "repeats"
+BOOTSTRAP = "bootstrap"
+FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no detectable difference"
+
+# t quantile at 0.975 for 1..30 degrees of freedom; beyond, a Cornish-Fisher expansion.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+_Z975 = statistics.NormalDist().inv_cdf(0.975)
+
+
+def t975(df: int) -> float:
+    """Two-sided 95 % Student t quantile (no scipy here)."""
+    if df < 1:
+        raise ValueError("a t-interval needs at least two values")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = _Z975
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure with its 95 % interval, how it was obtained, and from how many samples."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+    source: str
+    n: int
+
+    @property
+    def half_width(self) -> float | None:
+        if self.lo is None or self.hi is None:
+            return None
+        return (self.hi - self.lo) / 2
+
+
+def t_interval(values: Sequence[float]) -> Interval:
+    """Mean of repeats ± t·s/√n: what a repeat of the whole run would land near."""
+    data = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if len(data) < 2:
+        raise ValueError("a t-interval needs at least two values")
+    mean = statistics.fmean(data)
+    half = t975(len(data) - 1) * statistics.stdev(data) / math.sqrt(len(data))
+    return Interval(mean, mean - half, mean + half, REPEATS, len(data))
+
+
+def _expanded_percentiles(n: int) -> tuple[float, float]:
+    """Hesterberg's expanded percentile bootstrap: the plain percentile interval is too narrow
+    for small n (it uses z and a divisor n); widen its tail probability to match
+    √(n/(n-1))·t_{n-1}, which brings coverage close to 95 % from n ≈ 10 up."""
+    if n < 2:
+        return 2.5, 97.5
+    z = math.sqrt(n / (n - 1)) * t975(n - 1)
+    tail = 1 - statistics.NormalDist().cdf(z)
+    return 100 * tail, 100 * (1 - tail)
+
+
+def percentile_interval(
+    samples: np.ndarray, value: float | None, n: int, source: str = BOOTSTRAP
+) -> Interval:
+    finite = samples[np.isfinite(samples)]
+    if value is None or not len(finite):
+        return Interval(value, None, None, source, n)
+    lo, hi = np.percentile(finite, _expanded_percentiles(n))
+    return Interval(value, float(lo), float(hi), source, n)
+
+
+# --- one run: what each figure is, as a function of per-request arrays --------------------
+
+
+@dataclass(frozen=True)
+class RequestArrays:
+    """Completed measured requests of one run as aligned arrays (NaN where a value is absent),
+    plus the run's headline rates, which the rate figures are anchored to."""
+
+    prompt_index: np.ndarray
+    prompt_tokens: np.ndarray
+    completion_tokens: np.ndarray
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    e2e_ms: np.ndarray
+    duration_s: float
+
+    @property
+    def n(self) -> int:
+        return len(self.prompt_index)
+
+
+def request_arrays(
+    records: Sequence[RequestRecord], prompts: set[int] | None = None
+) -> RequestArrays:
+    """Completed measured requests (optionally only `prompts`), sorted by prompt index so two
+    runs of the same prompts line up; duration spans the measured requests kept, as in
+    compute_metrics (all of them when `prompts` is None)."""
+    measured = [r for r in records if not r.warmup]
+    if prompts is not None:
+        measured = [r for r in measured if r.prompt_index in prompts]
+    ends = [r.sent_s + r.e2e_s for r in measured if r.e2e_s is not None]
+    starts = [r.sent_s for r in measured]
+    duration = (max(ends) - min(starts)) if ends and starts else 0.0
+    done, seen = [], set()
+    for r in sorted((r for r in measured if r.status == OK), key=lambda r: r.prompt_index):
+        if r.prompt_index not in seen:  # one request per prompt for pairing
+            seen.add(r.prompt_index)
+            done.append(r)
+
+    def column(values) -> np.ndarray:
+        return np.array([math.nan if v is None else float(v) for v in values], dtype=float)
+
+    return RequestArrays(
+        prompt_index=np.array([r.prompt_index for r in done], dtype=int),
+        prompt_tokens=column(r.prompt_tokens or 0 for r in done),
+        completion_tokens=column(r.completion_tokens or 0 for r in done),
+        ttft_ms=column(None if r.ttft_s is None else r.ttft_s * 1000 for r in done),
+        tpot_ms=column(None if (t := tpot_s(r)) is None else t * 1000 for r in done),
+        e2e_ms=column(None if r.e2e_s is None else r.e2e_s * 1000 for r in done),
+        duration_s=duration,
+    )
+
+
+def _rate(tokens: Callable[[RequestArrays], np.ndarray]):
+    """A rate figure (Σ tokens / the run's duration) over resampled requests.
+
+    Holding the duration fixed and resampling tokens would show no spread at all when every
+    request returns the same tokens (fixed prompts, temperature 0): the noise is in the time.
+    So a resample's rate is the run's rate scaled by the resample's tokens per second of request
+    time (Σ tokens / Σ e2e) relative to the whole run's; with the workers kept busy, throughput
+    ≈ concurrency × Σ tokens / Σ e2e (Little's law), so this moves as the run's rate would."""
+
+    def figure(arrays: RequestArrays, idx: np.ndarray) -> np.ndarray:
+        if arrays.duration_s <= 0:
+            return np.full(idx.shape[:-1], math.nan)
+        tok, e2e = tokens(arrays), np.nan_to_num(arrays.e2e_ms)
+        headline = tok.sum() / arrays.duration_s
+        whole = tok.sum() / e2e.sum() if e2e.sum() > 0 else math.nan
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return headline * (tok[idx].sum(-1) / e2e[idx].sum(-1)) / whole
+
+    return figure
+
+
+def nan_percentile(values: np.ndarray, q: float) -> np.ndarray:
+    """Percentile along the last axis ignoring NaN, linear between ranks (as
+    loadgen.metrics.percentile); np.nanpercentile loops in Python and is 50x slower here."""
+    ordered = np.sort(values, axis=-1)  # NaN sorts last
+    count = (~np.isnan(values)).sum(axis=-1)
+    pos = np.maximum(count - 1, 0) * q / 100.0
+    low = np.floor(pos).astype(int)
+    high = np.minimum(low + 1, np.maximum(count - 1, 0))
+    a = np.take_along_axis(ordered, low[..., None], axis=-1)[..., 0]
+    b = np.take_along_axis(ordered, high[..., None], axis=-1)[..., 0]
+    return np.where(count > 0, a + (b - a) * (pos - low), np.nan)
+
+
+def _quantile(field: str, q: float):
+    def figure(arrays: RequestArrays, idx: np.ndarray) -> np.ndarray:
+        return nan_percentile(getattr(arrays, field)[idx], q)
+
+    return figure
+
+
+# Figures with a per-request basis, by their summary.csv names; True: higher is better.
+FIGURES: dict[str, tuple[Callable, bool]] = {
+    "decode_tok_s": (_rate(lambda a: a.completion_tokens), True),
+    "prefill_tok_s": (_rate(lambda a: a.prompt_tokens), True),
+    "req_per_s": (_rate(lambda a: np.ones_like(a.completion_tokens)), True),
+    "ttft_median_ms": (_quantile("ttft_ms", 50), False),
+    "ttft_p99_ms": (_quantile("ttft_ms", 99), False),
+    "tpot_median_ms": (_quantile("tpot_ms", 50), False),
+    "tpot_p99_ms": (_quantile("tpot_ms", 99), False),
+    "e2el_median_ms": (_quantile("e2e_ms", 50), False),
+}
+HIGHER_IS_BETTER = {name: higher for name, (_, higher) in FIGURES.items()}
+# Figures with no per-request basis: an interval only from repeats.
+REPEAT_ONLY_FIGURES = ("peak_mem_gib", "acceptance_rate", "acceptance_length")
+
+
+def point_figures(arrays: RequestArrays) -> dict[str, float | None]:
+    """Each figure on all the requests (the headline value; NaN -> None)."""
+    everything = np.arange(arrays.n)[None, :]
+    out = {}
+    for name, (figure, _) in FIGURES.items():
+        value = float(figure(arrays, everything)[0]) if arrays.n else math.nan
+        out[name] = None if math.isnan(value) else value
+    return out
+
+
+def bootstrap_intervals(
+    records: Sequence[RequestRecord], resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Interval]:
+    """Every figure of one run with a percentile bootstrap interval over its requests."""
+    arrays = request_arrays(records)
+    return bootstrap_arrays(arrays, resamples, seed)
+
+
+def bootstrap_arrays(
+    arrays: RequestArrays, resamples: int = RESAMPLES, seed: int = SEED
+) -> dict[str, Interval]:
+    points = point_figures(arrays)
+    if arrays.n < 2:
+        return {name: Interval(points[name], None, None, BOOTSTRAP, arrays.n) for name in FIGURES}
+    idx = np.random.default_rng(seed).integers(0, arrays.n, size=(resamples, arrays.n))
+    return {
+        name: percentile_interval(figure(arrays, idx), points[name], arrays.n)
+        for name, (figure, _) in FIGURES.items()
+    }
+
+
+# --- two cells: paired over the prompts both completed ------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """`new` relative to `base` in %, with its 95 % interval and what it says."""
+
+    figure: str
+    change_pct: float | None
+    lo_pct: float | None
+    hi_pct: float | None
+    verdict: str | None
+    common_prompts: int
+    source: str = BOOTSTRAP
+
+
+def verdict(lo_pct: float | None, hi_pct: float | None, higher_is_better: bool) -> str | None:
+    """faster / slower when the whole interval lies on one side of zero."""
+    if lo_pct is None or hi_pct is None:
+        return None
+    if lo_pct > 0:
+        return FASTER if higher_is_better else SLOWER
+    if hi_pct < 0:
+        return SLOWER if higher_is_better else FASTER
+    return NO_DIFFERENCE
+
+
+def paired_changes(
+    base_records: Sequence[RequestRecord],
+    new_records: Sequence[RequestRecord],
+    figures: Sequence[str] = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms"),
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, Change]:
+    """Paired bootstrap over prompts both runs completed: each resample draws the same prompts
+    for both runs and takes the ratio of the figure, so prompt-to-prompt differences (long and
+    short answers) cancel and only the runs' difference remains. Figures are computed on the
+    common prompts, spanning their own duration (as the spec gain's *_common columns)."""
+    common = _completed(base_records) & _completed(new_records)
+    base = request_arrays(base_records, common)
+    new = request_arrays(new_records, common)
+    n = base.n
+    points_base, points_new = point_figures(base), point_figures(new)
+    idx = np.random.default_rng(seed).integers(0, max(n, 1), size=(resamples, max(n, 1)))
+    out = {}
+    for name in figures:
+        figure, higher = FIGURES[name]
+        b, m = points_base[name], points_new[name]
+        change = 100 * (m / b - 1) if b and m is not None else None
+        if n < 2 or change is None:
+            out[name] = Change(name, change, None, None, None, n)
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = 100 * (figure(new, idx) / figure(base, idx) - 1)
+        interval = percentile_interval(ratios, change, n)
+        out[name] = Change(
+            name, change, interval.lo, interval.hi, verdict(interval.lo, interval.hi, higher), n
+        )
+    return out
+
+
+def repeat_changes(
+    base_values: Sequence[float], new_values: Sequence[float], figure: str
+) -> Change:
+    """Change between two cells measured ≥ 3 times each: Welch-style t-interval on the
+    difference of means, as % of the base mean (delta method), when no records pair them."""
+    b = [float(v) for v in base_values if v is not None]
+    m = [float(v) for v in new_values if v is not None]
+    if len(b) < 2 or len(m) < 2 or statistics.fmean(b) == 0:
+        return Change(figure, None, None, None, None, 0, REPEATS)
+    mb, mm = statistics.fmean(b), statistics.fmean(m)
+    vb, vm = statistics.variance(b) / len(b), statistics.variance(m) / len(m)
+    df = (vb + vm) ** 2 / ((vb**2 / (len(b) - 1)) + (vm**2 / (len(m) - 1))) if vb + vm else 1e9
+    ratio = mm / mb
+    # var(mm/mb) ≈ (vm + ratio² vb) / mb²
+    half = 100 * t975(max(1, int(df))) * math.sqrt(vm + ratio**2 * vb) / mb
+    change = 100 * (ratio - 1)
+    lo, hi = change - half, change + half
+    return Change(
+        figure, change, lo, hi, verdict(lo, hi, HIGHER_IS_BETTER.get(figure, True)), 0, REPEATS
+    )
+
+
+def _completed(records: Sequence[RequestRecord]) -> set[int]:
+    return {r.prompt_index for r in records if r.status == OK and not r.warmup}
+
+
+def interval_from_repeats(values: Sequence[float | None]) -> Interval | None:
+    """The repeats' t-interval when there are enough of them, else None (use the bootstrap)."""
+    data = [v for v in values if v is not None and not math.isnan(v)]
+    return t_interval(data) if len(data) >= MIN_REPEATS else None
+
+
+def as_columns(intervals: Mapping[str, Interval]) -> dict[str, float | None]:
+    """`<figure>_lo` / `<figure>_hi` columns for a table row."""
+    out: dict[str, float | None] = {}
+    for name, interval in intervals.items():
+        out[f"{name}_lo"], out[f"{name}_hi"] = interval.lo, interval.hi
+    return out
