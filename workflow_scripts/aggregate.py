@@ -29,6 +29,7 @@ from .compact import (
 )
 from .loadgen.metrics import common_prompt_subset, compute_metrics
 from .loadgen.records import OK, RequestRecord
+from .stats import as_columns, bootstrap_intervals, paired_changes
 
 COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
 SUMMARY_COLUMNS = [
@@ -60,7 +61,28 @@ SUMMARY_COLUMNS = [
     "reason",
 ]
 # Added after the `ref_*` columns, so every earlier column keeps its place in summary.csv.
-LATER_COLUMNS = ["build_variant"]
+# Each headline figure's 95 % interval (workflow_scripts.stats) follows as `<figure>_lo/_hi`.
+INTERVAL_FIGURES = [
+    "decode_tok_s",
+    "prefill_tok_s",
+    "req_per_s",
+    "ttft_median_ms",
+    "ttft_p99_ms",
+    "tpot_median_ms",
+    "tpot_p99_ms",
+    "e2el_median_ms",
+    "peak_mem_gib",
+    "acceptance_rate",
+    "acceptance_length",
+]
+LATER_COLUMNS = [
+    "build_variant",
+    "interval_source",
+    "interval_n",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    *[f"{name}_{end}" for name in INTERVAL_FIGURES for end in ("lo", "hi")],
+]
 # Published figures sit in their own `ref_*` columns, named after the measured column they match.
 REFERENCE_KEYS = [
     "decode_tok_s",
@@ -126,39 +148,74 @@ def merge_with_cells(
     return ordered + [m for m in all_metrics if m["cell"] not in known]
 
 
+def interval_columns(
+    metrics: Mapping[str, Any], records: Sequence[RequestRecord] | None
+) -> dict[str, Any]:
+    """A done cell's p99 figures and the 95 % interval of each headline figure, from a
+    bootstrap over its requests (one run). Figures with no per-request basis (memory,
+    acceptance) get an interval only from repeats."""
+    if metrics.get("status") != "done":
+        return {}
+    row: dict[str, Any] = {
+        "ttft_p99_ms": (metrics.get("ttft_ms") or {}).get("p99"),
+        "tpot_p99_ms": (metrics.get("tpot_ms") or {}).get("p99"),
+    }
+    if records:
+        intervals = bootstrap_intervals(records)
+        row.update(as_columns(intervals))
+        row["interval_source"] = "bootstrap"
+        row["interval_n"] = intervals["decode_tok_s"].n
+    return row
+
+
 def summary_rows(
     all_metrics: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]] | None = None,
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references."""
+    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references;
+    the cells' request `records` add each figure's interval."""
     by_id = _cells_by_id(cells)
+    records = records or {}
     return [
-        summary_row(metrics, (by_id.get(metrics["cell"]) or {}).get("reference"))
+        {
+            **summary_row(metrics, (by_id.get(metrics["cell"]) or {}).get("reference")),
+            **interval_columns(metrics, records.get(metrics["cell"])),
+        }
         for metrics in merge_with_cells(all_metrics, cells)
     ]
+
+
+def summary_frame(
+    rows: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
+    """Summary rows -> summary.csv's frame: the fixed columns, `ref_*`, then later additions."""
+    references = [(cell.get("reference") or {}) for cell in cells or []]
+    columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
+    frame = pd.DataFrame(rows, columns=columns)
+    # Counts stay integers when some cells (failed, blocked) have none.
+    for column in [*COUNT_COLUMNS, "interval_n"]:
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def summary_table(
     all_metrics: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]] | None = None,
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> pd.DataFrame:
     """Every column of every cell: summary.csv."""
-    references = [(cell.get("reference") or {}) for cell in cells or []]
-    columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
-    frame = pd.DataFrame(summary_rows(all_metrics, cells), columns=columns)
-    # Counts stay integers when some cells (failed, blocked) have none.
-    for column in COUNT_COLUMNS:
-        frame[column] = frame[column].astype("Int64")
-    return frame
+    return summary_frame(summary_rows(all_metrics, cells, records), cells)
 
 
 def compact_table(
     all_metrics: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]] | None = None,
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> pd.DataFrame:
     """The columns a reader compares (workflow_scripts.compact): summary.md and its HTML twin.
     Built from the rows, not the CSV frame, so a published count stays `750`, not `750.00`."""
-    headers, rows = compact_view(summary_rows(all_metrics, cells))
+    headers, rows = compact_view(summary_rows(all_metrics, cells, records))
     return pd.DataFrame(rows, columns=headers)
 
 
@@ -300,6 +357,14 @@ SPEC_GAIN_COLUMNS = [
     "base_tpot_median_ms_common",
     "drafter_tpot_median_ms_common",
     "flags",
+    # appended: the gain's 95 % interval, paired over the prompts both cells completed
+    "decode_gain_lo_pct",
+    "decode_gain_hi_pct",
+    "verdict",
+    "gain_interval_source",
+    "tpot_change_pct",
+    "tpot_change_lo_pct",
+    "tpot_change_hi_pct",
 ]
 
 
@@ -332,6 +397,26 @@ def common_subset_figures(
     }
 
 
+def paired_gain_columns(
+    base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
+) -> dict[str, Any]:
+    """The drafter's decode gain and TPOT change with 95 % intervals from a paired bootstrap
+    over the prompts both cells completed, and the verdict on decode tok/s."""
+    changes = paired_changes(
+        base_records, drafter_records, figures=("decode_tok_s", "tpot_median_ms")
+    )
+    decode, tpot = changes["decode_tok_s"], changes["tpot_median_ms"]
+    return {
+        "decode_gain_lo_pct": decode.lo_pct,
+        "decode_gain_hi_pct": decode.hi_pct,
+        "verdict": decode.verdict,
+        "gain_interval_source": f"paired bootstrap, {decode.common_prompts} prompts",
+        "tpot_change_pct": tpot.change_pct,
+        "tpot_change_lo_pct": tpot.lo_pct,
+        "tpot_change_hi_pct": tpot.hi_pct,
+    }
+
+
 def spec_gain_table(
     all_metrics: Sequence[Mapping[str, Any]],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
@@ -351,7 +436,7 @@ def spec_gain_table(
             continue
         base = by_key.get((m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")))
         spec = m.get("spec") or {}
-        flags, common = [], {}
+        flags, common, paired = [], {}, {}
         if base is None:
             flags.append("no base cell")
         elif not base.get("status") == m.get("status") == "done":
@@ -361,6 +446,7 @@ def spec_gain_table(
                 flags.append("base and drafter cells used different weight files")
             if base["cell"] in records and m["cell"] in records:
                 common = common_subset_figures(records[base["cell"]], records[m["cell"]])
+                paired = paired_gain_columns(records[base["cell"]], records[m["cell"]])
                 if common:
                     flags.append(
                         "different prompts completed: *_common columns compare the "
@@ -392,6 +478,7 @@ def spec_gain_table(
                 "drafter_itl_per_token_median_ms": median_of(m, "itl_per_token_ms"),
                 **common,
                 "flags": "; ".join(flags),
+                **paired,
             }
         )
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
@@ -468,8 +555,10 @@ def write_tables(
     index.md links each cell's card through `card_links` (None: no cards to link).
     summary.csv holds every column, summary.md the compact view. Returns the summary, compact
     and spec-gain tables."""
-    summary = summary_table(all_metrics, cells)
-    compact = compact_table(all_metrics, cells)
+    rows = summary_rows(all_metrics, cells, records)  # one bootstrap per cell, for both views
+    summary = summary_frame(rows, cells)
+    headers, compact_rows = compact_view(rows)
+    compact = pd.DataFrame(compact_rows, columns=headers)
     write_text(out["summary_csv"], summary.to_csv(index=False))
     write_text(
         out["summary_md"],
@@ -558,12 +647,14 @@ def figures_from_snakemake(sm) -> None:
 
     cells = json.loads(sm.params.cells)
     all_metrics = merge_with_cells(load_metrics(sm.input.metrics), cells)
+    requests = sm.input.get("requests") or []  # figures of metrics alone take none
+    records = load_records([requests] if isinstance(requests, str) else requests)
     data = {
-        "summary": summary_table(all_metrics, cells),
-        "spec_gain": spec_gain_table(all_metrics),
+        "summary": summary_table(all_metrics, cells, records),
+        "spec_gain": spec_gain_table(all_metrics, records),
         "latency_samples": lambda: {
             Path(path).parent.name: latency_samples_ms(read_requests(path))
-            for path in sm.input.requests
+            for path in requests
         },
     }
     for key, build in _figure_builders().items():

@@ -126,6 +126,29 @@ COMPACT_COLUMNS = [
 ]
 
 
+# Shown before `reason` when some row has an interval: where its `± half-width` comes from.
+INTERVAL_COLUMN = Column("interval", "interval_source")
+
+
+def interval_text(row: Mapping[str, Any]) -> str:
+    """`bootstrap, 40 requests` or `3 repeats`: what a row's `±` was computed from."""
+    source, n = row.get("interval_source"), row.get("interval_n")
+    if is_missing(source) or not source:
+        return ""
+    if is_missing(n):
+        return str(source)
+    return f"{int(n)} repeats" if source == "repeats" else f"{source}, {int(n)} requests"
+
+
+def with_interval(row: Mapping[str, Any], key: str, digits: int) -> str:
+    """`value ± half-width` when the row has the figure's 95 % interval (`<key>_lo/_hi`)."""
+    value, lo, hi = row.get(key), row.get(f"{key}_lo"), row.get(f"{key}_hi")
+    text = number_text(value, digits)
+    if not text or is_missing(lo) or is_missing(hi):
+        return text
+    return f"{text} ± {number_text((hi - lo) / 2, digits)}"
+
+
 def _published(row: Mapping[str, Any], column: Column) -> Any:
     values = (row.get(REF_PREFIX + key) for key in column.published)
     return next((value for value in values if not is_missing(value)), None)
@@ -139,15 +162,21 @@ def _measured(row: Mapping[str, Any], column: Column) -> str:
         return "" if done else clip(first_line(row.get("reason")), REASON_CHARS)
     if column.key in ("cell", "status"):
         return str(row.get(column.key) or "")
+    if column.key == INTERVAL_COLUMN.key:
+        return interval_text(row) if done else ""
     # a cell that did not finish has figures that compare with nothing
-    return number_text(row.get(column.key), column.digits) if done else ""
+    return with_interval(row, column.key, column.digits) if done else ""
 
 
 def compact_view(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
     """Summary rows -> (headers, rows of text). A `(published)` column follows a measured one
-    only when some cell has a published figure for it."""
+    only when some cell has a published figure for it; figures with an interval read
+    `value ± half-width`, and an `interval` column then says where it came from."""
     columns: list[tuple[str, Column, bool]] = []
+    with_intervals = any(interval_text(row) for row in rows)
     for column in COMPACT_COLUMNS:
+        if column.key == "reason" and with_intervals:
+            columns.append((INTERVAL_COLUMN.header, INTERVAL_COLUMN, False))
         columns.append((column.header, column, False))
         if column.published and any(_published(row, column) is not None for row in rows):
             columns.append((column.header + PUBLISHED, column, True))

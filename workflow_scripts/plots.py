@@ -74,6 +74,20 @@ def _grouped_positions(frame: pd.DataFrame) -> tuple[list[float], list[tuple[str
     return positions, titles
 
 
+def _error_bars(frame: pd.DataFrame, values: Sequence[float]) -> list[list[float]] | None:
+    """The 95 % interval of decode tok/s as (below, above) bar lengths; None without any."""
+    if "decode_tok_s_lo" not in frame or frame["decode_tok_s_lo"].map(_missing).all():
+        return None
+    below, above = [], []
+    for value, lo, hi in zip(
+        values, frame["decode_tok_s_lo"], frame["decode_tok_s_hi"], strict=True
+    ):
+        missing = _missing(lo) or _missing(hi) or not value
+        below.append(0.0 if missing else max(value - float(lo), 0.0))
+        above.append(0.0 if missing else max(float(hi) - value, 0.0))
+    return [below, above]
+
+
 def decode_throughput_figure(summary: pd.DataFrame):
     """Decode tok/s per cell, grouped by model and engine; unfinished cells say their status."""
     if summary.empty:
@@ -90,12 +104,13 @@ def decode_throughput_figure(summary: pd.DataFrame):
         for v, s in zip(frame["decode_tok_s"], frame["status"], strict=True)
     ]
     colors = [BASE_COLOR if d == "none" else DRAFTER_COLOR for d in frame["drafter"]]
-    ax.barh(positions, values, color=colors, height=0.8)
+    error = _error_bars(frame, values)
+    ax.barh(positions, values, color=colors, height=0.8, xerr=error, capsize=2 if error else 0)
     ax.set_yticks(positions, [_cell_label(r) for r in frame.itertuples()], fontsize=8)
-    top = max(values + [1.0])
-    for y, value, row in zip(positions, values, frame.itertuples(), strict=True):
+    top = max([v + (error[1][i] if error else 0.0) for i, v in enumerate(values)] + [1.0])
+    for i, (y, value, row) in enumerate(zip(positions, values, frame.itertuples(), strict=True)):
         text = f" {value:.1f}" if row.status == "done" else f" {row.status}"
-        ax.text(value, y, text, va="center", fontsize=8)
+        ax.text(value + (error[1][i] if error else 0.0), y, text, va="center", fontsize=8)
     for title, y in titles:
         ax.text(0, y, title, fontsize=9, fontweight="bold", va="center")
     ax.set_xlim(0, top * 1.18)
@@ -129,6 +144,9 @@ def spec_gain_figure(spec_gain: pd.DataFrame):
     for i, row in enumerate(spec_gain.itertuples()):
         gain = row.decode_gain_pct
         text = "gain n/a" if _missing(gain) else f"{gain:+.1f} %"
+        lo, hi = getattr(row, "decode_gain_lo_pct", None), getattr(row, "decode_gain_hi_pct", None)
+        if not _missing(gain) and not _missing(lo) and not _missing(hi):
+            text += f" [{lo:+.1f}, {hi:+.1f}] {row.verdict}"
         if row.flags:
             text += f"  ({row.flags})"
         ax.text(max(base[i], draft[i]), i, "  " + text, va="center", fontsize=8)
@@ -136,7 +154,10 @@ def spec_gain_figure(spec_gain: pd.DataFrame):
     ax.set_xlim(0, max(base + draft + [1.0]) * 1.6)
     ax.invert_yaxis()
     ax.set_xlabel("decode throughput (completion tokens/s)")
-    ax.set_title("Speculative decoding: base vs drafter decode tok/s (gain in %)")
+    ax.set_title(
+        "Speculative decoding: base vs drafter decode tok/s\n"
+        "(gain in %, with its 95 % interval paired over prompts where records exist)"
+    )
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
