@@ -29,7 +29,15 @@ from .compact import (
 )
 from .loadgen.metrics import common_prompt_subset, compute_metrics
 from .loadgen.records import OK, RequestRecord
-from .stats import as_columns, bootstrap_intervals, paired_changes
+from .repeats import collapse_repeats
+from .stats import (
+    MIN_REPEATS,
+    as_columns,
+    bootstrap_intervals,
+    interval_from_repeats,
+    paired_changes,
+    repeat_changes,
+)
 
 COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
 SUMMARY_COLUMNS = [
@@ -82,6 +90,7 @@ LATER_COLUMNS = [
     "ttft_p99_ms",
     "tpot_p99_ms",
     *[f"{name}_{end}" for name in INTERVAL_FIGURES for end in ("lo", "hi")],
+    "repeats",
 ]
 # Published figures sit in their own `ref_*` columns, named after the measured column they match.
 REFERENCE_KEYS = [
@@ -151,16 +160,27 @@ def merge_with_cells(
 def interval_columns(
     metrics: Mapping[str, Any], records: Sequence[RequestRecord] | None
 ) -> dict[str, Any]:
-    """A done cell's p99 figures and the 95 % interval of each headline figure, from a
-    bootstrap over its requests (one run). Figures with no per-request basis (memory,
-    acceptance) get an interval only from repeats."""
+    """A done cell's p99 figures and the 95 % interval of each headline figure: a t-interval
+    from its repeats when ≥ 3 finished, else a bootstrap over its requests when it ran once
+    (two repeats: none). Figures with no per-request basis (memory, acceptance) get an
+    interval only from repeats."""
     if metrics.get("status") != "done":
         return {}
     row: dict[str, Any] = {
         "ttft_p99_ms": (metrics.get("ttft_ms") or {}).get("p99"),
         "tpot_p99_ms": (metrics.get("tpot_ms") or {}).get("p99"),
     }
-    if records:
+    repeats = metrics.get("repeats")
+    if repeats:
+        row["repeats"] = repeats["done"]
+    if repeats and repeats["done"] >= MIN_REPEATS:
+        for name in INTERVAL_FIGURES:
+            interval = interval_from_repeats([f.get(name) for f in repeats["figures"]])
+            if interval is not None:
+                row[f"{name}_lo"], row[f"{name}_hi"] = interval.lo, interval.hi
+        row["interval_source"] = "repeats"
+        row["interval_n"] = repeats["done"]
+    elif records and not (repeats and repeats["done"] > 1):
         intervals = bootstrap_intervals(records)
         row.update(as_columns(intervals))
         row["interval_source"] = "bootstrap"
@@ -194,7 +214,7 @@ def summary_frame(
     columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
     frame = pd.DataFrame(rows, columns=columns)
     # Counts stay integers when some cells (failed, blocked) have none.
-    for column in [*COUNT_COLUMNS, "interval_n"]:
+    for column in [*COUNT_COLUMNS, "interval_n", "repeats"]:
         frame[column] = frame[column].astype("Int64")
     return frame
 
@@ -417,6 +437,36 @@ def paired_gain_columns(
     }
 
 
+def _repeated(metrics: Mapping[str, Any]) -> bool:
+    return (metrics.get("repeats") or {}).get("done", 0) >= MIN_REPEATS
+
+
+def repeat_gain_columns(base: Mapping[str, Any], drafter: Mapping[str, Any]) -> dict[str, Any]:
+    """Both cells repeated ≥ 3 times: the gain's interval from the repeats' figures (a
+    t-interval on the difference of means), which includes start-to-start variance."""
+
+    def values(metrics, name):
+        return [f.get(name) for f in metrics["repeats"]["figures"]]
+
+    decode = repeat_changes(
+        values(base, "decode_tok_s"), values(drafter, "decode_tok_s"), "decode_tok_s"
+    )
+    tpot = repeat_changes(
+        values(base, "tpot_median_ms"), values(drafter, "tpot_median_ms"), "tpot_median_ms"
+    )
+    return {
+        "decode_gain_lo_pct": decode.lo_pct,
+        "decode_gain_hi_pct": decode.hi_pct,
+        "verdict": decode.verdict,
+        "gain_interval_source": (
+            f"repeats, {base['repeats']['done']} + {drafter['repeats']['done']} runs"
+        ),
+        "tpot_change_pct": tpot.change_pct,
+        "tpot_change_lo_pct": tpot.lo_pct,
+        "tpot_change_hi_pct": tpot.hi_pct,
+    }
+
+
 def spec_gain_table(
     all_metrics: Sequence[Mapping[str, Any]],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
@@ -444,9 +494,11 @@ def spec_gain_table(
         else:
             if _weights_files(base) != _weights_files(m):
                 flags.append("base and drafter cells used different weight files")
+            if _repeated(base) and _repeated(m):
+                paired = repeat_gain_columns(base, m)
             if base["cell"] in records and m["cell"] in records:
                 common = common_subset_figures(records[base["cell"]], records[m["cell"]])
-                paired = paired_gain_columns(records[base["cell"]], records[m["cell"]])
+                paired = paired or paired_gain_columns(records[base["cell"]], records[m["cell"]])
                 if common:
                     flags.append(
                         "different prompts completed: *_common columns compare the "
@@ -553,8 +605,9 @@ def write_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link).
-    summary.csv holds every column, summary.md the compact view. Returns the summary, compact
-    and spec-gain tables."""
+    summary.csv holds every column, summary.md the compact view; a cell's repeats make one
+    row. Returns the summary, compact and spec-gain tables."""
+    all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
     rows = summary_rows(all_metrics, cells, records)  # one bootstrap per cell, for both views
     summary = summary_frame(rows, cells)
     headers, compact_rows = compact_view(rows)
@@ -596,6 +649,7 @@ def aggregate_from_snakemake(sm) -> None:
     all_metrics = load_metrics(sm.input.metrics)
     records = load_records(sm.input.requests)
     summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
+    all_metrics, cells, _ = collapse_repeats(all_metrics, cells)
     write_tables_html(
         sm.output.summary_html,
         "Summary",
@@ -645,16 +699,18 @@ def figures_from_snakemake(sm) -> None:
     from .plots import save_figure
     from .plots_cell import latency_samples_ms, read_requests
 
-    cells = json.loads(sm.params.cells)
-    all_metrics = merge_with_cells(load_metrics(sm.input.metrics), cells)
     requests = sm.input.get("requests") or []  # figures of metrics alone take none
-    records = load_records([requests] if isinstance(requests, str) else requests)
+    all_metrics, cells, records = collapse_repeats(
+        load_metrics(sm.input.metrics),
+        json.loads(sm.params.cells),
+        load_records([requests] if isinstance(requests, str) else requests),
+    )
+    all_metrics = merge_with_cells(all_metrics, cells)
     data = {
         "summary": summary_table(all_metrics, cells, records),
         "spec_gain": spec_gain_table(all_metrics, records),
         "latency_samples": lambda: {
-            Path(path).parent.name: latency_samples_ms(read_requests(path))
-            for path in requests
+            Path(path).parent.name: latency_samples_ms(read_requests(path)) for path in requests
         },
     }
     for key, build in _figure_builders().items():

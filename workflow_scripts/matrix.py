@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,22 @@ class Cell:
 def cell_id(model: str, engine: str, quant: str, drafter: str, workload: str) -> str:
     """Stable readable id, e.g. `gemma3-270m__llamacpp-cpu__q4_k_m__ngram__c4`."""
     return "__".join((model, engine, quant, drafter, workload))
+
+
+_REPEAT = re.compile(r"^r([0-9]+)$")
+
+
+def repeat_id(base_id: str, repeat: int) -> str:
+    """Repeat 1 is the cell itself (so `repeats: 1` reruns nothing); repeat k is `<cell>__rk`."""
+    return base_id if repeat == 1 else f"{base_id}__r{repeat}"
+
+
+def repeat_of(cell: str) -> tuple[str, int]:
+    """A cell id -> (the cell it repeats, which repeat). A cell id has five `__` parts (names
+    may not hold `__`), so a sixth `rN` can only be a repeat's."""
+    parts = cell.split("__")
+    match = _REPEAT.match(parts[-1]) if len(parts) == 6 else None
+    return ("__".join(parts[:-1]), int(match.group(1))) if match else (cell, 1)
 
 
 def _path(parts: tuple[Any, ...] | list[Any]) -> str:
@@ -257,6 +273,9 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             engine_spec = _copy(config["engines"][choice["engine"]])
             engine_spec["name"] = choice["engine"]
             workload_spec = config["workloads"][choice["workload"]]
+            # repeats make more cells, never different ones: kept out of every cell's settings
+            repeats = int(workload_spec.get("repeats", 1))
+            workload_spec = {k: v for k, v in workload_spec.items() if k != "repeats"}
             if engine_spec.get("api_key_env") and "api_key_env" not in workload_spec:
                 # the client sends the key the server requires (a workload may name another)
                 workload_spec = {**workload_spec, "api_key_env": engine_spec["api_key_env"]}
@@ -276,32 +295,34 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             seen[new_id] = where
             model_info = {k: v for k, v in model.items() if k != "quants"}
             model_info["why_quant"] = model["quants"][quant].get("why", "")
-            cells.append(
-                Cell(
-                    id=new_id,
-                    model=choice["model"],
-                    quant=quant,
-                    engine=choice["engine"],
-                    drafter=drafter,
-                    workload=choice["workload"],
-                    model_info=model_info,
-                    weights=model["quants"][quant]["weights"],
-                    engine_spec=engine_spec,
-                    drafter_spec=drafter_spec,
-                    drafter_weights=drafter_weights,
-                    workload_spec=workload_spec,
-                    run={
-                        "host": config["host"],
-                        "ready_timeout_s": engine_spec.get(
-                            "ready_timeout_s", config["ready_timeout_s"]
-                        ),
-                        "memory": config["memory"],
-                        "context_guard": config["context_guard"],
-                    },
-                    reference=choice.get("reference", {}),
-                    blocked=choice.get("blocked"),
-                )
+            cell = Cell(
+                id=new_id,
+                model=choice["model"],
+                quant=quant,
+                engine=choice["engine"],
+                drafter=drafter,
+                workload=choice["workload"],
+                model_info=model_info,
+                weights=model["quants"][quant]["weights"],
+                engine_spec=engine_spec,
+                drafter_spec=drafter_spec,
+                drafter_weights=drafter_weights,
+                workload_spec=workload_spec,
+                run={
+                    "host": config["host"],
+                    "ready_timeout_s": engine_spec.get(
+                        "ready_timeout_s", config["ready_timeout_s"]
+                    ),
+                    "memory": config["memory"],
+                    "context_guard": config["context_guard"],
+                },
+                reference=choice.get("reference", {}),
+                blocked=choice.get("blocked"),
             )
+            cells.append(cell)
+            if not cell.blocked:  # a blocked cell is listed once, never run
+                for repeat in range(2, repeats + 1):
+                    cells.append(replace(cell, id=repeat_id(new_id, repeat)))
     return cells
 
 
