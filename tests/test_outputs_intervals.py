@@ -160,3 +160,41 @@ def test_decode_figure_draws_error_bars_and_spec_gain_figure_its_interval(tmp_pa
     # without records: plain bars, as before
     plain = plots.decode_throughput_figure(aggregate.summary_table(merged, cells))
     assert bar_container(plain).errorbar is None
+
+
+def test_summary_flags_a_cell_whose_throughput_drifted(tmp_path):
+    from workflow_scripts.loadgen.metrics import compute_metrics
+
+    steady = _run(0.02, n=40)
+    drifting, sent = [], 0.0
+    for r in _run(0.02, n=40):  # the first four requests three times slower per token
+        e2e = r.e2e_s if r.index >= 4 else r.ttft_s + 3 * (r.e2e_s - r.ttft_s)
+        drifting.append(
+            RequestRecord(
+                index=r.index,
+                prompt_index=r.prompt_index,
+                status=OK,
+                sent_s=sent,
+                ttft_s=r.ttft_s,
+                e2e_s=e2e,
+                prompt_tokens=20,
+                completion_tokens=64,
+            )
+        )
+        sent += e2e
+    identity = {"model": "m", "engine": "e", "quant": "q", "drafter": "none", "status": "done"}
+    metrics = [
+        {**identity, **compute_metrics(steady), "cell": "m__e__q__none__a", "workload": "a"},
+        {**identity, **compute_metrics(drifting), "cell": "m__e__q__none__b", "workload": "b"},
+    ]
+    records = {"m__e__q__none__a": steady, "m__e__q__none__b": drifting}
+    aggregate.write_tables(metrics, [], out_paths(tmp_path), None, records)
+    rows = pd.read_csv(tmp_path / "summary.csv").set_index("cell")
+    assert not rows.loc["m__e__q__none__a", "unstable"]
+    assert rows.loc["m__e__q__none__b", "unstable"]
+    first, last = rows.loc["m__e__q__none__b", ["stability_first_tok_s", "stability_last_tok_s"]]
+    assert last > 2 * first
+    intro = (tmp_path / "summary.md").read_text().split("| cell")[0]
+    assert "Throughput not steady within the run" in intro
+    assert "`m__e__q__none__b`: decode tok/s moved +" in intro
+    assert "m__e__q__none__a" not in intro

@@ -174,3 +174,50 @@ def test_repeat_changes_from_figures_alone():
     assert same.verdict == stats.NO_DIFFERENCE
     slower_latency = stats.repeat_changes([10.0, 10.2, 9.8], [12.0, 12.1, 11.9], "ttft_median_ms")
     assert slower_latency.verdict == stats.SLOWER
+
+
+def _slow_start(records, factor):
+    """The first tenth of the requests (by send time) `factor` times slower per token; the
+    rest of the run shifted so requests still follow each other."""
+    shift, out = 0.0, []
+    for r in records:
+        e2e = r.e2e_s
+        if r.index < len(records) // 10:
+            e2e = r.ttft_s + (r.e2e_s - r.ttft_s) * factor
+        out.append(
+            RequestRecord(
+                index=r.index,
+                prompt_index=r.prompt_index,
+                status=OK,
+                sent_s=r.sent_s + shift,
+                ttft_s=r.ttft_s,
+                e2e_s=e2e,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+            )
+        )
+        shift += e2e - r.e2e_s
+    return out
+
+
+def test_stability_flags_a_slow_start_and_not_a_steady_run():
+    rng = np.random.default_rng(30)
+    steady = simulate_run(rng, n=200, noise=0.1)
+    found = stats.stability(steady, resamples=500)
+    assert found is not None and not found.flagged and found.note() == ""
+    assert len(found.parts_tok_s) == 10
+    warming = stats.stability(_slow_start(steady, 2.0), resamples=500)
+    assert warming.flagged
+    assert warming.change_pct == pytest.approx(100, abs=25)  # the last tenth about twice as fast
+    assert "from the first tenth" in warming.note()
+    assert stats.stability(simulate_run(rng, n=19)) is None  # too few requests a tenth
+
+
+def test_stability_false_alarms_are_rare():
+    """Non-overlapping 95 % intervals are a stricter test than 95 %: a steady run is flagged
+    well under 5 % of the time."""
+    rng = np.random.default_rng(31)
+    flagged = sum(
+        stats.stability(simulate_run(rng, n=100), resamples=300).flagged for _ in range(100)
+    )
+    assert flagged <= 3

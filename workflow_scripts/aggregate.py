@@ -37,6 +37,7 @@ from .stats import (
     interval_from_repeats,
     paired_changes,
     repeat_changes,
+    stability,
 )
 
 COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
@@ -91,6 +92,9 @@ LATER_COLUMNS = [
     "tpot_p99_ms",
     *[f"{name}_{end}" for name in INTERVAL_FIGURES for end in ("lo", "hi")],
     "repeats",
+    "stability_first_tok_s",
+    "stability_last_tok_s",
+    "unstable",
 ]
 # Published figures sit in their own `ref_*` columns, named after the measured column they match.
 REFERENCE_KEYS = [
@@ -185,7 +189,21 @@ def interval_columns(
         row.update(as_columns(intervals))
         row["interval_source"] = "bootstrap"
         row["interval_n"] = intervals["decode_tok_s"].n
-    return row
+    return {**row, **stability_columns(records)}
+
+
+def stability_columns(records: Sequence[RequestRecord] | None) -> dict[str, Any]:
+    """Decode tok/s of the first and last tenth of the requests, and whether they differ beyond
+    their intervals (of the first finished repeat, with repeats); nothing under 20 requests."""
+    found = stability(records) if records else None
+    if found is None:
+        return {}
+    return {
+        "stability_first_tok_s": found.first.value,
+        "stability_last_tok_s": found.last.value,
+        "unstable": found.flagged,
+        "stability_note": found.note(),
+    }
 
 
 def summary_rows(
@@ -577,17 +595,24 @@ SUMMARY_INTRO = (
 )
 
 
-def summary_intro(all_metrics: Sequence[Mapping[str, Any]]) -> str:
+def summary_intro(
+    all_metrics: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
-    of step with the completed requests (their `spec.cap_note`)."""
+    of step with the completed requests (their `spec.cap_note`), and one per cell whose
+    throughput drifted within the run (`stability_note` of its row)."""
     flagged = [
         f"- `{m['cell']}`: {(m.get('spec') or {})['cap_note']}"
         for m in all_metrics
         if (m.get("spec") or {}).get("cap_note")
     ]
-    if not flagged:
-        return SUMMARY_INTRO
-    return SUMMARY_INTRO + "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
+    unstable = [f"- `{r['cell']}`: {r['stability_note']}" for r in rows if r.get("stability_note")]
+    intro = SUMMARY_INTRO
+    if flagged:
+        intro += "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
+    if unstable:
+        intro += "\n\nThroughput not steady within the run:\n\n" + "\n".join(unstable)
+    return intro
 
 
 INDEX_INTRO = (
@@ -615,7 +640,7 @@ def write_tables(
     write_text(out["summary_csv"], summary.to_csv(index=False))
     write_text(
         out["summary_md"],
-        to_markdown(compact, "Summary: one row per cell", summary_intro(all_metrics)),
+        to_markdown(compact, "Summary: one row per cell", summary_intro(all_metrics, rows)),
     )
     write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
     intro = INDEX_INTRO + (" Configuration links each cell's result card." if card_links else "")

@@ -340,3 +340,64 @@ def as_columns(intervals: Mapping[str, Interval]) -> dict[str, float | None]:
     for name, interval in intervals.items():
         out[f"{name}_lo"], out[f"{name}_hi"] = interval.lo, interval.hi
     return out
+
+
+# --- stability within a run ---------------------------------------------------------------
+
+PARTS = 10
+MIN_PER_PART = 2
+
+
+@dataclass(frozen=True)
+class Stability:
+    """Decode tok/s per tenth of a run's requests (in the order they were sent), and whether
+    the first and last tenths differ beyond their 95 % intervals (warm-up not over,
+    throttling, memory pressure, another job on the machine)."""
+
+    parts_tok_s: list[float]
+    first: Interval
+    last: Interval
+    flagged: bool
+
+    @property
+    def change_pct(self) -> float | None:
+        if not self.first.value or self.last.value is None:
+            return None
+        return 100 * (self.last.value / self.first.value - 1)
+
+    def note(self) -> str:
+        if not self.flagged:
+            return ""
+        return (
+            f"decode tok/s moved {self.change_pct:+.0f} % from the first tenth of the requests "
+            f"({self.first.value:.1f}) to the last ({self.last.value:.1f}), beyond both intervals"
+        )
+
+
+def stability(
+    records: Sequence[RequestRecord], resamples: int = RESAMPLES, seed: int = SEED
+) -> Stability | None:
+    """Each tenth's rate is the run's decode tok/s scaled by that tenth's tokens per second of
+    request time (the same anchoring as the bootstrap); None with fewer than 2 requests a
+    tenth."""
+    arrays = request_arrays(records)
+    done = sorted((r for r in records if r.status == OK and not r.warmup), key=lambda r: r.sent_s)
+    order = {r.prompt_index: i for i, r in enumerate(done)}
+    if arrays.n < PARTS * MIN_PER_PART or len(order) != arrays.n:
+        return None
+    by_send = np.argsort([order[int(p)] for p in arrays.prompt_index], kind="stable")
+    parts = np.array_split(by_send, PARTS)
+    figure = FIGURES["decode_tok_s"][0]
+    parts_tok_s = [float(figure(arrays, part[None, :])[0]) for part in parts]
+    rng = np.random.default_rng(seed)
+
+    def part_interval(part: np.ndarray) -> Interval:
+        idx = part[rng.integers(0, len(part), size=(resamples, len(part)))]
+        value = float(figure(arrays, part[None, :])[0])
+        return percentile_interval(figure(arrays, idx), value, len(part))
+
+    first, last = part_interval(parts[0]), part_interval(parts[-1])
+    apart = None not in (first.lo, first.hi, last.lo, last.hi) and (
+        last.hi < first.lo or last.lo > first.hi
+    )
+    return Stability(parts_tok_s, first, last, bool(apart))
