@@ -221,3 +221,10 @@ def test_stability_false_alarms_are_rare():
         stats.stability(simulate_run(rng, n=100), resamples=300).flagged for _ in range(100)
     )
     assert flagged <= 3
+
+
+def test_resampling_in_chunks_gives_the_same_intervals(monkeypatch):
+    run = simulate_run(np.random.default_rng(8), n=50)
+    whole = stats.bootstrap_intervals(run, resamples=300)
+    monkeypatch.setattr(stats, "CHUNK_ELEMENTS", 7 * 50)  # 7 resamples at a time
+    assert stats.bootstrap_intervals(run, resamples=300) == whole

@@ -234,11 +234,27 @@ def bootstrap_arrays(
     points = point_figures(arrays)
     if arrays.n < 2:
         return {name: Interval(points[name], None, None, BOOTSTRAP, arrays.n) for name in FIGURES}
-    idx = np.random.default_rng(seed).integers(0, arrays.n, size=(resamples, arrays.n))
-    return {
-        name: percentile_interval(figure(arrays, idx), points[name], arrays.n)
-        for name, (figure, _) in FIGURES.items()
-    }
+    samples = resampled(lambda idx: {n: f(arrays, idx) for n, (f, _) in FIGURES.items()},
+                        arrays.n, resamples, seed)  # fmt: skip
+    return {name: percentile_interval(samples[name], points[name], arrays.n) for name in FIGURES}
+
+
+CHUNK_ELEMENTS = 2_000_000  # resample indices held at once: ~16 MB, whatever the run's size
+
+
+def resampled(
+    statistic: Callable[[np.ndarray], dict[str, np.ndarray]], n: int, resamples: int, seed: int
+) -> dict[str, np.ndarray]:
+    """`statistic` over `resamples` seeded draws of n indices with replacement, in chunks so a
+    run of many thousand requests does not hold resamples × n indices at once."""
+    rng = np.random.default_rng(seed)
+    per_chunk = max(1, CHUNK_ELEMENTS // max(n, 1))
+    parts: dict[str, list[np.ndarray]] = {}
+    for start in range(0, resamples, per_chunk):
+        idx = rng.integers(0, n, size=(min(per_chunk, resamples - start), n))
+        for name, values in statistic(idx).items():
+            parts.setdefault(name, []).append(values)
+    return {name: np.concatenate(values) for name, values in parts.items()}
 
 
 # --- two cells: paired over the prompts both completed ------------------------------------
@@ -284,18 +300,24 @@ def paired_changes(
     new = request_arrays(new_records, common)
     n = base.n
     points_base, points_new = point_figures(base), point_figures(new)
-    idx = np.random.default_rng(seed).integers(0, max(n, 1), size=(resamples, max(n, 1)))
+
+    def ratios(idx: np.ndarray) -> dict[str, np.ndarray]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {
+                name: 100 * (FIGURES[name][0](new, idx) / FIGURES[name][0](base, idx) - 1)
+                for name in figures
+            }
+
+    samples = resampled(ratios, n, resamples, seed) if n >= 2 else {}
     out = {}
     for name in figures:
-        figure, higher = FIGURES[name]
+        higher = FIGURES[name][1]
         b, m = points_base[name], points_new[name]
         change = 100 * (m / b - 1) if b and m is not None else None
         if n < 2 or change is None:
             out[name] = Change(name, change, None, None, None, n)
             continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = 100 * (figure(new, idx) / figure(base, idx) - 1)
-        interval = percentile_interval(ratios, change, n)
+        interval = percentile_interval(samples[name], change, n)
         out[name] = Change(
             name, change, interval.lo, interval.hi, verdict(interval.lo, interval.hi, higher), n
         )
