@@ -150,3 +150,15 @@ def test_a_failed_repeat_is_counted_and_the_others_make_the_figures(tmp_path):
     assert combined["status"] == "done" and combined["decode_tok_s"] == pytest.approx(30.5)
     assert combined["repeats"]["runs"] == 3 and combined["repeats"]["done"] == 2
     assert combined["completed"] == 12 and combined["num_prompts"] == 18
+
+
+def test_latency_samples_of_repeats_pool_into_one_box_per_cell():
+    samples = {
+        BASE: {"ttft_ms": [3.0, 1.0], "tpot_ms": [10.0]},
+        f"{BASE}__r2": {"ttft_ms": [2.0], "tpot_ms": [11.0]},
+        DRAFTER: {"ttft_ms": [5.0], "tpot_ms": []},
+    }
+    assert aggregate.pooled_repeats(samples) == {
+        BASE: {"ttft_ms": [1.0, 2.0, 3.0], "tpot_ms": [10.0, 11.0]},
+        DRAFTER: {"ttft_ms": [5.0], "tpot_ms": []},
+    }

@@ -29,6 +29,7 @@ from .compact import (
 )
 from .loadgen.metrics import common_prompt_subset, compute_metrics
 from .loadgen.records import OK, RequestRecord
+from .matrix import repeat_of
 from .repeats import collapse_repeats
 from .stats import (
     MIN_REPEATS,
@@ -719,6 +720,17 @@ def _figure_builders():
     }
 
 
+def pooled_repeats(samples: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict]:
+    """Per-cell latency samples with a cell's repeats pooled under the cell's id: one box per
+    cell, as one row per cell in the tables."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for cell, values in samples.items():
+        pooled = out.setdefault(repeat_of(cell)[0], {key: [] for key in values})
+        for key, items in values.items():
+            pooled.setdefault(key, []).extend(items)
+    return {cell: {k: sorted(v) for k, v in values.items()} for cell, values in out.items()}
+
+
 def figures_from_snakemake(sm) -> None:
     """Draw every summary figure the rule names among its outputs (PNG + SVG)."""
     from .plots import save_figure
@@ -734,9 +746,9 @@ def figures_from_snakemake(sm) -> None:
     data = {
         "summary": summary_table(all_metrics, cells, records),
         "spec_gain": spec_gain_table(all_metrics, records),
-        "latency_samples": lambda: {
-            Path(path).parent.name: latency_samples_ms(read_requests(path)) for path in requests
-        },
+        "latency_samples": lambda: pooled_repeats(
+            {Path(path).parent.name: latency_samples_ms(read_requests(path)) for path in requests}
+        ),
     }
     for key, build in _figure_builders().items():
         path = sm.output.get(key)  # the rule's named outputs say which figures it draws
