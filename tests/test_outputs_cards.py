@@ -269,3 +269,22 @@ def test_card_names_the_published_card_a_seed_cell_reproduces(metrics):
     text = cards.render_markdown(cards.build_card(cell, metrics[BASE]))
     assert f"| Reproduces (published source) | {source} |" in text
     assert "Reproduces" not in card_md(BASE, metrics)
+
+
+def test_done_card_shows_its_intervals_and_stability_from_the_records(metrics, tmp_path):
+    """The fixture run (6 requests): intervals, and stability not assessed; a card without
+    records or of a failed cell has no such section."""
+    from workflow_scripts.loadgen.records import RequestRecord
+    from workflow_scripts.stats import bootstrap_intervals
+
+    lines = (cell_files(BASE) / "requests.jsonl").read_text().splitlines()
+    records = [RequestRecord.from_dict(json.loads(line)) for line in lines]
+    card = cards.build_card(cell_by_id(BASE), metrics[BASE], PLOTS, records=records)
+    md = cards.render_markdown(card)
+    decode = bootstrap_intervals(records)["decode_tok_s"]
+    assert "Intervals and stability (this run)" in md
+    assert f"| Decode tok/s | {decode.value:.2f} [{decode.lo:.2f}, {decode.hi:.2f}] |" in md
+    assert "not assessed: fewer than 20 completed requests" in md
+    assert "Intervals and stability" not in card_md(BASE, metrics)
+    failed = cards.build_card(cell_by_id(FAILED), metrics[FAILED], PLOTS, records=records)
+    assert "Intervals and stability" not in cards.render_markdown(failed)

@@ -476,6 +476,50 @@ def notes(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
     return out
 
 
+INTERVAL_ROWS = [
+    ("Decode tok/s", "decode_tok_s"),
+    ("Prefill tok/s", "prefill_tok_s"),
+    ("TTFT median (ms)", "ttft_median_ms"),
+    ("TTFT p99 (ms)", "ttft_p99_ms"),
+    ("TPOT median (ms)", "tpot_median_ms"),
+    ("TPOT p99 (ms)", "tpot_p99_ms"),
+]
+
+
+def intervals_section(records: Sequence[Any]) -> Section:
+    """This run's 95 % intervals (bootstrap over its requests) and its throughput over time:
+    how far the figures depend on which requests the run held, and whether it was steady."""
+    from .stats import bootstrap_intervals, stability
+
+    intervals = bootstrap_intervals(records)
+    rows = []
+    for label, key in INTERVAL_ROWS:
+        found = intervals[key]
+        text = "—" if found.lo is None else f"{found.value:.2f} [{found.lo:.2f}, {found.hi:.2f}]"
+        rows.append((label, text))
+    steady = stability(records)
+    if steady is None:
+        rows.append(("Stability", "not assessed: fewer than 20 completed requests"))
+    else:
+        tenths = ", ".join(f"{v:.1f}" for v in steady.parts_tok_s)
+        rows.append(("Decode tok/s per tenth of the requests", tenths))
+        rows.append(
+            (
+                "Stability",
+                steady.note() or "steady: first and last tenths agree within their intervals",
+            )
+        )
+    return Section(
+        "Intervals and stability (this run)",
+        ("Figure", "Value [95 % interval]"),
+        rows,
+        paragraphs=[
+            "Bootstrap over this run's completed requests: how much the figure depends on which "
+            "requests the run held, not how much another run would differ (repeats show that)."
+        ],
+    )
+
+
 def status_line(metrics: Mapping[str, Any]) -> str:
     status = metrics.get("status") or NOT_RUN
     reason = first_line(metrics.get("reason"), 300)
@@ -487,9 +531,10 @@ def build_card(
     metrics: Mapping[str, Any],
     plots: Sequence[tuple[str, str]] = (),
     results_dir: str = "results",
+    records: Sequence[Any] | None = None,
 ) -> Card:
     """`cell` is a Cell as a dict (the config's resolved settings), `metrics` its metrics.json;
-    `plots` are (caption, path relative to the card)."""
+    `plots` are (caption, path relative to the card); `records` (its requests) add intervals."""
     info = cell.get("model_info") or {}
     model_rows = [
         ("Model", cell["model"] + (f" ({info['hf_id']})" if info.get("hf_id") else "")),
@@ -516,6 +561,8 @@ def build_card(
     ]
     if cell.get("drafter") not in (None, "none"):
         sections.append(spec_section(metrics, cell.get("reference") or {}))
+    if records and metrics.get("status") == "done":
+        sections.append(intervals_section(records))
     if plots:
         sections.append(Section("Plots", images=list(plots)))
     sections.append(commands_section(cell, metrics, results_dir))
@@ -602,6 +649,7 @@ def write_card(
     """Read a cell's files, draw its plots and write card.md and card.html (paths in `out`:
     card_md, card_html, latency_plot, memory_plot)."""
     from .atomic import write_text
+    from .loadgen.records import RequestRecord
     from .plots import save_figure
     from .plots_cell import latency_figure, memory_figure, read_memory, read_requests
     from .report_html import data_uri
@@ -616,7 +664,10 @@ def write_card(
     plots = [
         (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS
     ]
-    card = build_card(cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix())
+    records = [RequestRecord.from_dict(r) for r in read_requests(requests_path)]
+    card = build_card(
+        cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix(), records=records
+    )
     write_text(out["card_md"], render_markdown(card))
     write_text(out["card_html"], render_html(card, lambda rel: data_uri(card_dir / rel)))
     return card
