@@ -116,3 +116,15 @@ def test_without_records_there_is_a_change_but_no_interval(result_sets):
 def test_a_results_folder_without_cells_is_an_error(tmp_path):
     proc = run_cli(tmp_path, tmp_path)
     assert proc.returncode == 2 and "no cells/ folder" in proc.stderr
+
+
+def test_cli_draws_the_change_per_cell(result_sets, tmp_path):
+    a, b = result_sets
+    proc = run_cli(a, b, "--out", tmp_path / "cmp.md", "--figure", tmp_path / "cmp.png")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "cmp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "cmp.svg").read_bytes()[:2000]
+    table = compare.compare_table(compare.read_results(a), compare.read_results(b))
+    fig = compare.change_figure(table)
+    red = [line for line in fig.axes[0].lines if line.get_color() == "#c44e52"]
+    assert red and red[-1].get_xdata()[0] == pytest.approx(100 * (1 / 1.5 - 1))  # BASE: slower

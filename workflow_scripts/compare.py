@@ -4,7 +4,8 @@ Paired over the prompts both runs completed when both have requests.jsonl; from 
 both ran a cell ≥ 3 times.
 
     python -m workflow_scripts.compare results-before results-after [--out table.md]
-        [--fail-above 5]    # exit 1 when a cell is significantly worse by more than 5 %
+        [--figure change.png] [--fail-above 5]    # 5: exit 1 when a cell is significantly
+                                                  # worse by more than 5 %
 """
 
 from __future__ import annotations
@@ -127,6 +128,34 @@ def regressions(table: pd.DataFrame, threshold_pct: float) -> list[str]:
     return out
 
 
+def change_figure(table: pd.DataFrame):
+    """Decode tok/s change of B against A per cell with its 95 % interval (a forest plot);
+    green faster, red slower, grey no detectable difference."""
+    from .plots import message_figure, plt
+
+    title = "Decode tok/s: B against A"
+    if table.empty:
+        return message_figure(title, "no cell finished in both result sets")
+    colors = {"faster": "#55a868", "slower": "#c44e52"}
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(table) + 1.6))
+    for y, row in enumerate(table.to_dict("records")):
+        change, lo, hi = row["decode_change_pct"], row["decode_lo_pct"], row["decode_hi_pct"]
+        if change is None or pd.isna(change):
+            continue
+        color = colors.get(row["decode_verdict"], "#8c8c8c")
+        if not (pd.isna(lo) or pd.isna(hi)):
+            ax.plot([lo, hi], [y, y], color=color, linewidth=2)
+        ax.plot([change], [y], "o", color=color)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(table)), table["cell"], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("change of decode tok/s in % of A, with its 95 % interval")
+    ax.set_title(title + " (green faster, red slower, grey no detectable difference)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def unmatched(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     notes = [f"only in A: {cell}" for cell in a if cell not in b]
     return notes + [f"only in B: {cell}" for cell in b if cell not in a]
@@ -140,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results_b", help="results directory B (compared with A)")
     parser.add_argument("--out", help="write the table here (.csv: CSV, else markdown)")
     parser.add_argument("--format", choices=("md", "csv"), help="stdout format (default md)")
+    parser.add_argument("--figure", help="also draw the decode change per cell (PNG + SVG)")
     parser.add_argument(
         "--fail-above",
         type=float,
@@ -166,6 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"comparison written to {args.out}", file=sys.stderr)
     else:
         print(text, end="")
+    if args.figure:
+        from .plots import save_figure
+
+        save_figure(change_figure(table), args.figure)
     if args.fail_above is not None:
         worse = regressions(table, args.fail_above)
         if worse:
