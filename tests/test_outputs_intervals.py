@@ -57,6 +57,7 @@ def test_summary_md_shows_value_plus_minus_half_width_and_its_source(tmp_path, r
     half = (csv_row["decode_tok_s_hi"] - csv_row["decode_tok_s_lo"]) / 2
     assert f"| {csv_row['decode_tok_s']:.2f} ± {half:.2f} " in line
     assert "| bootstrap, 6 requests " in line
+    assert "half-width of the figure's 95 % interval" in text.split("| cell")[0]
     header = next(line for line in text.splitlines() if line.startswith("| cell"))
     assert "| interval " in header
 

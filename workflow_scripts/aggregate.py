@@ -596,6 +596,14 @@ SUMMARY_INTRO = (
 )
 
 
+INTERVAL_INTRO = (
+    "`value ± h`: h is the half-width of the figure's 95 % interval; the interval column says "
+    "what it comes from: repeats of the cell (each with its own server start: what another run "
+    "would give) or a bootstrap over one run's requests (which requests the run held; not "
+    "run-to-run drift)."
+)
+
+
 def summary_intro(
     all_metrics: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
 ) -> str:
@@ -609,6 +617,8 @@ def summary_intro(
     ]
     unstable = [f"- `{r['cell']}`: {r['stability_note']}" for r in rows if r.get("stability_note")]
     intro = SUMMARY_INTRO
+    if any(r.get("interval_source") for r in rows):
+        intro += " " + INTERVAL_INTRO
     if flagged:
         intro += "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
     if unstable:
