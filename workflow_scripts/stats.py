@@ -106,7 +106,7 @@ def percentile_interval(
 @dataclass(frozen=True)
 class RequestArrays:
     """Completed measured requests of one run as aligned arrays (NaN where a value is absent),
-    plus the run's headline rates, which the rate figures are anchored to."""
+    plus the run's duration, which its headline rates divide by."""
 
     prompt_index: np.ndarray
     prompt_tokens: np.ndarray
