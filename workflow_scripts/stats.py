@@ -396,12 +396,25 @@ class Stability:
         )
 
 
+def _decode_speed(arrays: RequestArrays, idx: np.ndarray) -> np.ndarray:
+    """Decode tok/s anchored as the rate figures, but on decode time alone: Σ (tokens − 1) /
+    Σ (E2E − TTFT). Prefill is left out so a tenth holding long prompts does not read as a
+    slowdown of the server."""
+    if arrays.duration_s <= 0:
+        return np.full(idx.shape[:-1], math.nan)
+    tokens = np.maximum(arrays.completion_tokens - 1, 0)
+    busy = np.nan_to_num(arrays.e2e_ms - arrays.ttft_ms)
+    headline = arrays.completion_tokens.sum() / arrays.duration_s
+    whole = tokens.sum() / busy.sum() if busy.sum() > 0 else math.nan
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return headline * (tokens[idx].sum(-1) / busy[idx].sum(-1)) / whole
+
+
 def stability(
     records: Sequence[RequestRecord], resamples: int = RESAMPLES, seed: int = SEED
 ) -> Stability | None:
     """Each tenth's rate is the run's decode tok/s scaled by that tenth's tokens per second of
-    request time (the same anchoring as the bootstrap); None with fewer than 2 requests a
-    tenth."""
+    decode time (E2E − TTFT); None with fewer than 2 requests a tenth."""
     arrays = request_arrays(records)
     done = sorted((r for r in records if r.status == OK and not r.warmup), key=lambda r: r.sent_s)
     order = {r.prompt_index: i for i, r in enumerate(done)}
@@ -409,7 +422,7 @@ def stability(
         return None
     by_send = np.argsort([order[int(p)] for p in arrays.prompt_index], kind="stable")
     parts = np.array_split(by_send, PARTS)
-    figure = FIGURES["decode_tok_s"][0]
+    figure = _decode_speed
     parts_tok_s = [float(figure(arrays, part[None, :])[0]) for part in parts]
     rng = np.random.default_rng(seed)
 
