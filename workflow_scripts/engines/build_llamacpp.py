@@ -292,6 +292,7 @@ def build_llama_server(
                 "cmake_flags": flags,
                 "variant": build.variant.name,
                 "cpu_features": list(build.cpu_features) if build.variant.native else None,
+                "compiler": build.isa.compiler if build.isa else None,
                 "binary": str(target_dir / "bin" / "llama-server"),
                 "key": build.key,
                 "build_s": round(time.monotonic() - started, 1),
