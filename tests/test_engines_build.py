@@ -122,7 +122,7 @@ def _fake_build_steps(monkeypatch, tmp_path: Path, fail: bool = False) -> Path:
         tree.mkdir(parents=True)
         return tree
 
-    def step(argv, log, label, progress):
+    def step(argv, log, label, progress, env=None):
         if "--build" not in argv:
             return
         with open(count_file, "a") as counter:

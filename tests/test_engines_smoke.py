@@ -199,3 +199,8 @@ def test_a_native_build_from_another_cpu_is_refused_before_launch(tmp_path):
     assert "no_such_feature_anywhere" in result["reason"] and "build.variants" in result["reason"]
     assert (out / "server.log").read_text() == "(the server was never started)\n"
     assert variant_named("portable").native is False  # portable builds are never refused
+    from workflow_scripts.engines.provision import native_build_mismatch
+
+    # another compiler names features its own way: no verdict rather than a false refusal
+    assert native_build_mismatch({**foreign, "compiler": "some other cc 1.0"}) is None
+    assert native_build_mismatch(foreign) == result["reason"].split("engine unusable here: ")[1]

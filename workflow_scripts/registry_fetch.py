@@ -47,7 +47,9 @@ def fetch_distribution(name: str, version: str, sdist: bool = False) -> Path:
         str(folder),
         f"{name}=={version}",
     ]
-    cmd += ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+    # `--no-binary` names only this package: `:all:` would also build pip's metadata step's
+    # own build dependencies (CMake among them) from source, which takes longer than our build.
+    cmd += ["--no-binary", name] if sdist else ["--only-binary", ":all:"]
     say(f"downloading {name}=={version} from the package registry")
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -196,7 +196,28 @@ def build_progress(line: str) -> str | None:
     return None
 
 
-def _run_step(argv: list[str], log, label: str, progress: Callable[[str], None]) -> None:
+def compiler_cache_flags() -> list[str]:
+    """ccache, when installed, as the compiler launcher: variants and rebuilds share every object
+    whose flags did not change (all but the CPU backend's). Not part of the key: it changes how
+    fast a binary is made, not which binary."""
+    if not shutil.which("ccache"):
+        return []
+    return ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+
+
+def compiler_cache_env(work: Path) -> dict[str, str]:
+    """Paths under the (temporary) build folder hashed as relative ones, so the next build, in
+    another temporary folder, hits the same cache entries."""
+    return {**os.environ, "CCACHE_BASEDIR": str(work), "CCACHE_NOHASHDIR": "true"}
+
+
+def _run_step(
+    argv: list[str],
+    log,
+    label: str,
+    progress: Callable[[str], None],
+    env: dict[str, str] | None = None,
+) -> None:
     """Run one build step; every line to the log, its progress to the terminal (throttled)."""
     throttle = Throttle(10.0)
     log.write(f"$ {' '.join(argv)}\n")
@@ -208,6 +229,7 @@ def _run_step(argv: list[str], log, label: str, progress: Callable[[str], None])
         stdin=subprocess.DEVNULL,
         text=True,
         errors="replace",
+        env=env,
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -253,11 +275,12 @@ def build_llama_server(
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             jobs_arg = str(jobs or os.cpu_count() or 1)
             configure = ["cmake", "-S", str(tree), "-B", str(build_dir), *generator, *flags]
+            configure += compiler_cache_flags()
             compile_ = ["cmake", "--build", str(build_dir), "--target", "llama-server"]
             compile_ += ["-j", jobs_arg]
             with open(log_path or work / "build.log", "a") as log:
                 for step in (configure, compile_):
-                    _run_step(step, log, label, progress)
+                    _run_step(step, log, label, progress, compiler_cache_env(work))
             staged = work / "install"
             (staged / "bin").mkdir(parents=True)
             shutil.copy2(build_dir / "bin" / "llama-server", staged / "bin" / "llama-server")
@@ -269,6 +292,7 @@ def build_llama_server(
                 "cmake_flags": flags,
                 "variant": build.variant.name,
                 "cpu_features": list(build.cpu_features) if build.variant.native else None,
+                "compiler": build.isa.compiler if build.isa else None,
                 "binary": str(target_dir / "bin" / "llama-server"),
                 "key": build.key,
                 "build_s": round(time.monotonic() - started, 1),

@@ -26,6 +26,7 @@ class CpuIsa:
 
     features: tuple[str, ...]
     machine: str
+    compiler: str = ""  # `cc --version`'s first line: features are read through its eyes
 
     def has(self, prefix: str) -> bool:
         return any(f.startswith(prefix) for f in self.features)
@@ -58,7 +59,9 @@ def _macros(compiler: str, flags: list[str]) -> dict[str, str]:
     return out
 
 
-def isa_from_macros(baseline: dict[str, str], native: dict[str, str], machine: str) -> CpuIsa:
+def isa_from_macros(
+    baseline: dict[str, str], native: dict[str, str], machine: str, compiler: str = ""
+) -> CpuIsa:
     """What `native` defines (or defines differently) beyond `baseline`, as feature names."""
     features = set()
     for name, value in native.items():
@@ -66,7 +69,7 @@ def isa_from_macros(baseline: dict[str, str], native: dict[str, str], machine: s
             continue
         feature = name.strip("_").lower()
         features.add(f"{feature}={value}" if value not in ("", "1") else feature)
-    return CpuIsa(tuple(sorted(features)), machine)
+    return CpuIsa(tuple(sorted(features)), machine, compiler)
 
 
 def native_isa(compiler: str | None = None) -> CpuIsa:
@@ -76,6 +79,9 @@ def native_isa(compiler: str | None = None) -> CpuIsa:
     try:
         baseline = _macros(compiler, [])
         native = _macros(compiler, [native_flag(machine)])
+        version = subprocess.run(
+            [compiler, "--version"], capture_output=True, text=True, timeout=60
+        ).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RuntimeError(f"cannot ask the C compiler {compiler!r} for its ISA: {exc}") from exc
-    return isa_from_macros(baseline, native, machine)
+    return isa_from_macros(baseline, native, machine, version[0] if version else compiler)

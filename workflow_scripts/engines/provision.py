@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
+from ..compact import first_line
 from ..terminal import say
 from .build_llamacpp import (
     VARIANT_NAMES,
@@ -86,11 +87,6 @@ class EngineUnusable(RuntimeError):
         self.attempts = attempts
 
 
-def _first_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[0] if lines else ""
-
-
 def provision_build(
     name: str,
     spec: dict[str, Any],
@@ -118,7 +114,7 @@ def provision_build(
         try:
             built = builder(plan, log_path=log_path)
         except BuildError as exc:
-            attempt["reason"] = f"build failed: {_first_line(str(exc))}"
+            attempt["reason"] = f"build failed: {first_line(str(exc))}"
             say(f"engine {name}: {attempt['reason']}")
             continue
         smoke_name = f"{name}.smoke-{variant.name}.log"
@@ -129,7 +125,7 @@ def provision_build(
         )
         result = smoke(shlex.split(built["binary"]), spec.get("settings", {}), smoke_log)
         if not result.passed:
-            attempt["reason"] = _first_line(result.reason)
+            attempt["reason"] = first_line(result.reason)
             say(
                 f"engine {name}: llama-server ({variant.name}) failed the smoke test: "
                 f"{attempt['reason']}"
@@ -172,16 +168,18 @@ def provision(name: str, spec: dict[str, Any], log_path: str | None = None) -> d
 
 def native_build_mismatch(engine_info: dict[str, Any]) -> str | None:
     """Why a native build must not run here: the CPU features it was compiled for that this
-    machine's compiler does not target (a build made on another node); None when it fits, or
-    for portable builds, or when no compiler here can tell."""
+    machine's compiler does not target (a build made on another node); None when it fits, for
+    portable builds, or when no compiler here (or not the same one) can tell."""
     wanted = engine_info.get("cpu_features")
     if not wanted:
         return None
     try:
-        here = set(native_isa().features)
+        here = native_isa()
     except RuntimeError:
         return None
-    missing = sorted(set(wanted) - here)
+    if engine_info.get("compiler") and engine_info["compiler"] != here.compiler:
+        return None  # another compiler names features its own way: no fair comparison
+    missing = sorted(set(wanted) - set(here.features))
     if not missing:
         return None
     return (
