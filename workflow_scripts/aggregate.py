@@ -247,17 +247,6 @@ def summary_table(
     return summary_frame(summary_rows(all_metrics, cells, records), cells)
 
 
-def compact_table(
-    all_metrics: Sequence[Mapping[str, Any]],
-    cells: Sequence[Mapping[str, Any]] | None = None,
-    records: Mapping[str, Sequence[RequestRecord]] | None = None,
-) -> pd.DataFrame:
-    """The columns a reader compares (workflow_scripts.compact): summary.md and its HTML twin.
-    Built from the rows, not the CSV frame, so a published count stays `750`, not `750.00`."""
-    headers, rows = compact_view(summary_rows(all_metrics, cells, records))
-    return pd.DataFrame(rows, columns=headers)
-
-
 def context_tokens(cell: Mapping[str, Any]) -> int | None:
     """The server's context length from the engine settings, else the model's window."""
     settings = (cell.get("engine_spec") or {}).get("settings") or {}

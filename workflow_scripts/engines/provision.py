@@ -103,8 +103,7 @@ def provision_build(
     attempts: list[dict[str, Any]] = []
     for variant in variants_to_try(isa, names):
         plan = LlamaCppBuild(
-            package=build.get("package", "llama-cpp-python"),
-            version=str(build.get("version", "0.3.36")),
+            **{key: str(build[key]) for key in ("package", "version") if key in build},
             cmake_flags=tuple(build.get("cmake_flags", [])),
             variant=variant,
             isa=isa if variant.native else None,
