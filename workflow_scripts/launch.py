@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engines import adapter_for
 from .engines.base import EngineAdapter, LaunchPaths, pinned
 from .matrix import Cell
 
@@ -59,6 +60,8 @@ class WeightsRef:
 class ServerCommand:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold the API key
+    # `env` less the secrets: what a reader must set to rerun the command (LD_PRELOAD, ...)
+    shown_env: dict[str, str] = field(default_factory=dict)
     stop_argv: list[str] | None = None  # `docker rm -f NAME`: also run before start
     served_model: str | None = None
     base_url: str = ""
@@ -176,13 +179,23 @@ BUILT_PROGRAM_NOTE = (
 )
 
 
+VENV_PYTHON = "<venv-python>"
+VENV_PYTHON_NOTE = (
+    "the Python of the venv the engine step installs the engine's packages into "
+    "(results/engines/<engine>.json names it)"
+)
+
+
 def program_for(cell: Cell, engine_info: dict[str, Any]) -> list[str]:
-    """The server program for native and build launches (the engine stamp knows it best; before
-    the engine step has run, a built program is a placeholder)."""
+    """The server program for native, build and venv launches (the engine stamp knows it best;
+    before the engine step has run, a built program or a venv's Python is a placeholder)."""
     spec = cell.engine_spec
     program = engine_info.get("binary") or spec.get("binary")
     if not program and spec["launch"] == "build":
         return [BUILT_PROGRAM]
+    if not program and spec["launch"] == "venv":
+        module = spec["venv"].get("module") or adapter_for(spec["kind"]).server_module
+        return [VENV_PYTHON, "-m", str(module)]
     if not program:
         raise ValueError(f"engine '{cell.engine}': no binary to launch")
     return shlex.split(str(program))
@@ -243,19 +256,23 @@ def cell_server_command(
     base_url = f"http://{client_host}:{port}"
     refs = [r for r in (weights, drafter) if r is not None]
     by_path = [r for r in refs if not (r.repo and adapter.prefers_hub_id)]
-    env = {k: str(v) for k, v in spec.get("env", {}).items()}
+    # What the engine step found the server needs (a venv's OpenMP preload), under the config's.
+    env = {**engine_info.get("env", {}), **{k: str(v) for k, v in spec.get("env", {}).items()}}
     secrets = server_secrets(spec, adapter)
-    if spec["launch"] in ("build", "native"):
+    if spec["launch"] in ("build", "native", "venv"):
         local = {r.key: r.path for r in by_path if r.path}
         paths = _launch_paths(adapter, weights, drafter, host, port, local)
         placeholders = {f"<{r.key}>": _describe_pending(r) for r in by_path if not r.path}
         program = program_for(cell, engine_info)
         if program == [BUILT_PROGRAM]:
             placeholders[BUILT_PROGRAM] = BUILT_PROGRAM_NOTE
+        if program[0] == VENV_PYTHON:
+            placeholders[VENV_PYTHON] = VENV_PYTHON_NOTE
         argv = [*program, *adapter.server_args(cell, paths)]
         return ServerCommand(
             argv,
             {**env, **secrets},
+            shown_env=env,
             served_model=adapter.served_model(cell, paths),
             base_url=base_url,
             placeholders=placeholders,
@@ -310,8 +327,6 @@ def request_fields(cell: Cell) -> dict[str, Any]:
     figures where the engine has them (ignored by servers that do not know the field)."""
     if cell.drafter_spec is None:
         return {}
-    from .engines import adapter_for
-
     return dict(adapter_for(cell.engine_spec["kind"]).spec_request_fields)
 
 
@@ -341,6 +356,11 @@ def container_pid(container: str) -> int | None:
     docker client's."""
     pid = docker_inspect(container, "{{.State.Pid}}")
     return int(pid) if pid and pid.isdigit() and int(pid) > 0 else None
+
+
+def with_env(env: dict[str, str], argv: list[str]) -> list[str]:
+    """`NAME=value ... argv`, the way a shell line sets a program's environment."""
+    return [f"{key}={value}" for key, value in sorted(env.items())] + list(argv)
 
 
 def shell_join(argv: list[str]) -> str:

@@ -158,6 +158,12 @@ def _check_references(config: dict[str, Any]) -> None:
             )
         _check_no_secrets(name, engine)
     for name, drafter in config["drafters"].items():
+        for kind in drafter.get("for_engine_kind", {}):
+            if kind not in known_kinds():
+                raise ConfigError(
+                    f"config key 'drafters.{name}.for_engine_kind.{kind}': unknown engine kind "
+                    f"(known: {', '.join(known_kinds())})"
+                )
         if "model" in drafter:
             _check_known("model", drafter["model"], config["models"], f"drafters.{name}.model")
             quants = config["models"][drafter["model"]]["quants"]
@@ -246,6 +252,17 @@ def _expand(entry: dict[str, Any], index: int, config: dict[str, Any]) -> list[d
     return out
 
 
+def drafter_for_engine(spec: dict[str, Any], engine_kind: str) -> dict[str, Any]:
+    """The drafter as this engine kind spells it: its `for_engine_kind` entry's keys replace the
+    top-level ones (a vLLM `ngram` with settings where llama.cpp has `ngram-simple`)."""
+    base = {k: v for k, v in spec.items() if k != "for_engine_kind"}
+    override = spec.get("for_engine_kind", {}).get(engine_kind)
+    if not override:
+        return base
+    merged = {k: v for k, v in base.items() if k not in ("kind", "n_max", "settings")}
+    return {**merged, "settings": {}, **override}
+
+
 def build_cells(config: dict[str, Any]) -> list[Cell]:
     """All cells of a validated config, in config order; ids unique."""
     from .engines import adapter_for
@@ -266,7 +283,9 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             drafter_weights = None
             if drafter != NO_DRAFTER:
                 _check_known("drafter", drafter, config["drafters"], f"{where}.drafter")
-                drafter_spec = config["drafters"][drafter]
+                drafter_spec = drafter_for_engine(
+                    config["drafters"][drafter], config["engines"][choice["engine"]]["kind"]
+                )
                 if "model" in drafter_spec:
                     drafter_model = config["models"][drafter_spec["model"]]
                     drafter_weights = drafter_model["quants"][drafter_spec["quant"]]["weights"]

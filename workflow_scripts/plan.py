@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from .engines import adapter_for
-from .launch import ServerCommand, cell_server_command, cell_weights, request_fields, shell_join
+from .launch import (
+    ServerCommand,
+    cell_server_command,
+    cell_weights,
+    request_fields,
+    shell_join,
+    with_env,
+)
 from .loadgen.command import client_argv
 from .matrix import Cell, ConfigError, build_cells, load_config_file
 
@@ -78,7 +85,7 @@ def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:
         drafter,
         adapter.container_port(cell),
     )
-    plan.server = command.argv
+    plan.server = with_env(command.shown_env, command.argv)
     plan.client = client_command(cell, command, results_dir)
     plan.teardown = command.stop_argv
     plan.notes = [f"{name} = {meaning}" for name, meaning in command.placeholders.items()]

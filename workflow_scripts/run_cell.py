@@ -179,6 +179,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 cell, adapter, inputs.engine_info, weights, drafter_weights, port_lease.port
             )
             result["server_command"] = command.argv
+            result["server_env"] = command.shown_env
             result["engine_version"] = inputs.engine_info.get("version")
             base_url = command.base_url
             mem_cfg = cell.run["memory"]

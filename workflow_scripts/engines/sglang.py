@@ -54,6 +54,8 @@ class SglangAdapter(HubModelAdapter):
     spec_request_fields = {"return_spec_tokens_details": True}
     default_port = 30000
     model_flag = ("--model-path",)
+    launch_modes = frozenset({"native", "docker", "venv"})
+    server_module = "sglang.launch_server"
     setting_order = SETTING_ORDER
     docker_args = ("--shm-size", "32g")
 
@@ -83,7 +85,7 @@ class SglangAdapter(HubModelAdapter):
 
     def docker_program(self, image: str) -> list[str]:
         """SGLang images have no server entrypoint: the command names the module."""
-        return ["python3", "-m", "sglang.launch_server"]
+        return ["python3", "-m", self.server_module]
 
     def served_model(self, cell, paths: LaunchPaths) -> str | None:
         return self.settings(cell).get("served_model_name") or self.model_ref(paths)

