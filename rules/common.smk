@@ -70,6 +70,7 @@ def final_outputs():
         f"{RESULTS}/summary/summary.md",
         f"{RESULTS}/summary/spec_gain.csv",
         f"{RESULTS}/summary/spec_gain.md",
+        f"{RESULTS}/summary/comparisons.csv",
         f"{RESULTS}/summary/decode_tok_s.png",
         *report_inputs(),
         f"{RESULTS}/report.html",
@@ -185,6 +186,7 @@ def report_inputs():
     return [
         *[f"{RESULTS}/cells/{cell_id}/card.md" for cell_id in CELLS],
         f"{RESULTS}/summary/index.md",
+        f"{RESULTS}/summary/comparisons.md",
         *summary_figures(),
         f"{RESULTS}/summary/overview.html",
     ]

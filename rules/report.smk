@@ -75,6 +75,30 @@ rule aggregate:
         "../workflow_scripts/entry/aggregate.py"
 
 
+# Engine against engine, quant against quant (workflow_scripts.comparisons), beside spec_gain.
+rule comparisons:
+    input:
+        metrics=all_cell_metrics(),
+        requests=all_cell_requests(),
+    output:
+        comparisons_csv=f"{RESULTS}/summary/comparisons.csv",
+        comparisons_md=f"{RESULTS}/summary/comparisons.md",
+        comparisons_html=report(
+            f"{RESULTS}/summary/comparisons.html",
+            caption="../report/comparisons_table.rst",
+            category="Comparisons",
+        ),
+    log:
+        "logs/comparisons.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        cells=all_cells_settings,
+    script:
+        "../workflow_scripts/entry/comparisons.py"
+
+
 rule summary_plots:
     input:
         metrics=all_cell_metrics(),

@@ -1,7 +1,7 @@
 """Two result sets (e.g. before and after an engine upgrade) -> every cell present in both, the
 relative change of decode tok/s and the TTFT/TPOT medians with a 95 % interval and a verdict.
 Paired over the prompts both runs completed when both have requests.jsonl; from repeats when
-both ran a cell ≥ 3 times.
+both ran a cell ≥ 3 times; unpaired when the prompts cannot be paired (another dataset file).
 
     python -m workflow_scripts.compare results-before results-after [--out table.md]
         [--figure change.png] [--fail-above 5]    # 5: exit 1 when a cell is significantly
@@ -19,15 +19,23 @@ from typing import Any
 
 import pandas as pd
 
+from . import stats
 from .aggregate import to_markdown
 from .atomic import write_text
+from .comparisons import same_prompts
 from .loadgen.records import RequestRecord
 from .repeats import collapse_repeats
-from .stats import HIGHER_IS_BETTER, MIN_REPEATS, SLOWER, Change, paired_changes, repeat_changes
+from .stats import HIGHER_IS_BETTER, SLOWER, Change
 
 FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
 SHORT = {"decode_tok_s": "decode", "ttft_median_ms": "ttft", "tpot_median_ms": "tpot"}
 REGRESSED = 1
+# The basis column, as it read before unpaired comparisons existed.
+BASIS = {
+    stats.REPEATS_T: "repeats",
+    stats.PAIRED_PROMPTS: "paired bootstrap",
+    stats.UNPAIRED: "unpaired bootstrap",
+}
 
 
 def read_results(results_dir: str | Path) -> tuple[dict[str, dict], dict[str, list]]:
@@ -61,25 +69,17 @@ def cell_changes(
     records_b: Sequence[RequestRecord] | None,
 ) -> tuple[dict[str, Change], str]:
     """B against A for one cell, and what the interval rests on."""
-    if len(_figures_of(a)) >= MIN_REPEATS and len(_figures_of(b)) >= MIN_REPEATS:
-        changes = {
-            figure: repeat_changes(
-                [f.get(figure) for f in _figures_of(a)],
-                [f.get(figure) for f in _figures_of(b)],
-                figure,
-            )
-            for figure in FIGURES
-        }
-        return changes, f"repeats, {len(_figures_of(a))} + {len(_figures_of(b))} runs"
-    if records_a and records_b:
-        changes = paired_changes(records_a, records_b, FIGURES)
-        return changes, f"paired bootstrap, {changes['decode_tok_s'].common_prompts} prompts"
-    changes = {}
-    for figure in FIGURES:
-        va, vb = _value(a, figure), _value(b, figure)
-        pct = 100 * (vb / va - 1) if va and vb is not None else None
-        changes[figure] = Change(figure, pct, None, None, None, 0, "none")
-    return changes, "no records: no interval"
+    found = stats.cell_changes(
+        _figures_of(a), _figures_of(b), records_a, records_b, FIGURES, same_prompts(a, b)
+    )
+    if found.method == stats.NO_INTERVAL:
+        changes = {}
+        for figure in FIGURES:
+            va, vb = _value(a, figure), _value(b, figure)
+            pct = 100 * (vb / va - 1) if va and vb is not None else None
+            changes[figure] = Change(figure, pct, None, None, None, 0, "none")
+        return changes, "no records: no interval"
+    return found.changes, f"{BASIS[found.method]}, {found.basis}"
 
 
 def compare_table(

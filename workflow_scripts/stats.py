@@ -290,36 +290,52 @@ def paired_changes(
     figures: Sequence[str] = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms"),
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    paired: bool = True,
 ) -> dict[str, Change]:
     """Paired bootstrap over prompts both runs completed: each resample draws the same prompts
     for both runs and takes the ratio of the figure, so prompt-to-prompt differences (long and
     short answers) cancel and only the runs' difference remains. Figures are computed on the
-    common prompts, spanning their own duration (as the spec gain's *_common columns)."""
-    common = _completed(base_records) & _completed(new_records)
-    base = request_arrays(base_records, common)
-    new = request_arrays(new_records, common)
-    n = base.n
+    common prompts, spanning their own duration (as the spec gain's *_common columns).
+
+    `paired=False` is for runs whose prompt indices do not name the same prompts (another
+    dataset) or that share too few: each run's completed requests are resampled on their own,
+    and the interval carries the prompt-to-prompt spread that pairing would have cancelled."""
+    if paired:
+        common = _completed(base_records) & _completed(new_records)
+        base = request_arrays(base_records, common)
+        new = request_arrays(new_records, common)
+    else:
+        base, new = request_arrays(base_records), request_arrays(new_records)
+    n = min(base.n, new.n)
     points_base, points_new = point_figures(base), point_figures(new)
 
-    def ratios(idx: np.ndarray) -> dict[str, np.ndarray]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return {
-                name: 100 * (FIGURES[name][0](new, idx) / FIGURES[name][0](base, idx) - 1)
-                for name in figures
-            }
+    def on(arrays: RequestArrays) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
+        return lambda idx: {name: FIGURES[name][0](arrays, idx) for name in figures}
 
-    samples = resampled(ratios, n, resamples, seed) if n >= 2 else {}
+    samples: dict[str, np.ndarray] = {}
+    if n >= 2:
+        # paired: one draw of prompts for both runs; unpaired: a draw of its own for each
+        draws_base = resampled(on(base), base.n, resamples, seed)
+        draws_new = resampled(on(new), new.n, resamples, seed if paired else seed + 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            samples = {name: 100 * (draws_new[name] / draws_base[name] - 1) for name in figures}
     out = {}
     for name in figures:
         higher = FIGURES[name][1]
         b, m = points_base[name], points_new[name]
         change = 100 * (m / b - 1) if b and m is not None else None
+        shared = n if paired else 0
         if n < 2 or change is None:
-            out[name] = Change(name, change, None, None, None, n)
+            out[name] = Change(name, change, None, None, None, shared)
             continue
         interval = percentile_interval(samples[name], change, n)
         out[name] = Change(
-            name, change, interval.lo, interval.hi, verdict(interval.lo, interval.hi, higher), n
+            name,
+            change,
+            interval.lo,
+            interval.hi,
+            verdict(interval.lo, interval.hi, higher),
+            shared,
         )
     return out
 
@@ -344,6 +360,56 @@ def repeat_changes(
     return Change(
         figure, change, lo, hi, verdict(lo, hi, HIGHER_IS_BETTER.get(figure, True)), 0, REPEATS
     )
+
+
+# What the interval of a change between two cells rests on (comparison tables say it).
+PAIRED_PROMPTS = "paired bootstrap over prompts"
+REPEATS_T = "t-interval over repeats"
+UNPAIRED = "unpaired bootstrap over requests"
+NO_INTERVAL = "none"
+
+
+@dataclass(frozen=True)
+class CellChanges:
+    """B against A for some figures, the method their intervals come from, and its basis
+    (`24 prompts`, `3 + 3 runs`, `20 + 18 requests`)."""
+
+    changes: dict[str, Change]
+    method: str
+    basis: str
+
+
+def cell_changes(
+    base_repeats: Sequence[Mapping[str, float | None]],
+    new_repeats: Sequence[Mapping[str, float | None]],
+    base_records: Sequence[RequestRecord] | None,
+    new_records: Sequence[RequestRecord] | None,
+    figures: Sequence[str],
+    same_prompts: bool = True,
+    resamples: int = RESAMPLES,
+) -> CellChanges:
+    """The best-founded interval two cells allow: their repeats when both have ≥ 3 (the only
+    one that holds start-to-start variance); else a paired bootstrap over the prompts both
+    completed, when the indices name `same_prompts` and ≥ 2 are shared; else each run's
+    requests resampled on their own. `*_repeats` are per-repeat figures (repeats.py)."""
+    if len(base_repeats) >= MIN_REPEATS and len(new_repeats) >= MIN_REPEATS:
+        changes = {
+            figure: repeat_changes(
+                [f.get(figure) for f in base_repeats], [f.get(figure) for f in new_repeats], figure
+            )
+            for figure in figures
+        }
+        return CellChanges(changes, REPEATS_T, f"{len(base_repeats)} + {len(new_repeats)} runs")
+    if not base_records or not new_records:
+        empty = {f: Change(f, None, None, None, None, 0, NO_INTERVAL) for f in figures}
+        return CellChanges(empty, NO_INTERVAL, "")
+    shared = len(_completed(base_records) & _completed(new_records))
+    if same_prompts and shared >= 2:
+        changes = paired_changes(base_records, new_records, figures, resamples)
+        return CellChanges(changes, PAIRED_PROMPTS, f"{shared} prompts")
+    changes = paired_changes(base_records, new_records, figures, resamples, paired=False)
+    counts = (len(_completed(base_records)), len(_completed(new_records)))
+    return CellChanges(changes, UNPAIRED, f"{counts[0]} + {counts[1]} requests")
 
 
 def _completed(records: Sequence[RequestRecord]) -> set[int]:

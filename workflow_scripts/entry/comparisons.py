@@ -1,0 +1,6 @@
+from workflow_scripts.comparisons import comparisons_from_snakemake
+from workflow_scripts.entry import stderr_to_log
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+with stderr_to_log(sm.log[0]):
+    comparisons_from_snakemake(sm)
