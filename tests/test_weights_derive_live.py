@@ -66,8 +66,13 @@ def chain_config() -> dict:
     }
 
 
+def manifest_target(quant: str) -> str:
+    """As Snakemake names it (relative to the workdir)."""
+    return f"results/weights/{MODEL}__{quant}.json"
+
+
 def manifest_path(workdir: Path, quant: str) -> Path:
-    return workdir / "results" / "weights" / f"{MODEL}__{quant}.json"
+    return workdir / manifest_target(quant)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +81,7 @@ def chain(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("derive")
     write_config(workdir, chain_config())
     started = time.monotonic()
-    proc = run_snakemake(workdir, *(str(manifest_path(workdir, q)) for q in CHAIN),
-                         timeout=3600)
+    proc = run_snakemake(workdir, *(manifest_target(q) for q in CHAIN), timeout=3600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     print(f"\nchain made (or found) in {time.monotonic() - started:.0f} s")
     manifests = {q: json.loads(manifest_path(workdir, q).read_text()) for q in CHAIN}
@@ -202,7 +206,7 @@ def test_a_rerun_with_the_same_source_and_tool_converts_nothing(chain):
     workdir, manifests, _ = chain
     manifest_path(workdir, "q8_0").unlink()
     started = time.monotonic()
-    proc = run_snakemake(workdir, str(manifest_path(workdir, "q8_0")), timeout=600)
+    proc = run_snakemake(workdir, manifest_target("q8_0"), timeout=600)
     elapsed = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rule weights" in proc.stdout + proc.stderr

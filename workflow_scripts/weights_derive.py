@@ -203,7 +203,11 @@ class Tools:
 
 
 def llama_cpp_source(stamp: dict[str, Any]) -> str:
-    return stamp.get("tree_from") or str(stamp.get("sdist") or stamp.get("key"))
+    """`llama-cpp-python 0.3.36 (vendor/llama.cpp)`: the pinned source, which the server's own
+    `--version` (the stamp's `version`) cannot name ("commit unknown" for an sdist's tree)."""
+    sdist = str(stamp.get("sdist") or "")
+    version = sdist.removesuffix(".tar.gz").rpartition("-")[2] if sdist else "?"
+    return f"{stamp.get('package', 'llama-cpp-python')} {version} (vendor/llama.cpp)"
 
 
 def _engine_build(derivation: Derivation, stamp_path: Path | None) -> dict[str, Any]:

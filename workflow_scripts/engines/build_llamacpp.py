@@ -340,9 +340,6 @@ def build_llama_server(
                 "binary": str(binary_path(build)),
                 "quantize": str(quantize_path(build)),
                 "tree": str(converter_tree(build)),
-                # `version` is replaced by the server's own `--version` line in the stamp, which
-                # for an sdist's tree says "commit unknown": this names the pinned source.
-                "tree_from": f"{build.package} {build.version} (vendor/llama.cpp)",
                 "key": build.key,
                 "build_s": round(time.monotonic() - started, 1),
             }
