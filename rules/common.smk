@@ -17,7 +17,11 @@ from workflow_scripts.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
 from workflow_scripts.resources import resources_by_cell, without_resources
 from workflow_scripts.run_end import print_run_end
-from workflow_scripts.weights import weights_dependencies
+from workflow_scripts.weights import (
+    step_engine,
+    weights_dependencies,
+    with_dependencies,
+)
 
 try:
     _VALIDATED = validate_config(config)
@@ -54,8 +58,7 @@ for _cell in CELLS.values():
     WEIGHTS[_cell.weights_key] = _cell.weights
     if _cell.drafter_weights:
         WEIGHTS[_cell.drafter_weights_key] = _cell.drafter_weights
-for _spec in list(WEIGHTS.values()):
-    WEIGHTS.update(weights_dependencies(_spec))
+WEIGHTS = with_dependencies(WEIGHTS)
 
 
 wildcard_constraints:
@@ -82,9 +85,17 @@ def weights_spec(wildcards):
 
 
 def weights_inputs(wildcards):
-    """Manifests of the weights this entry is built from (a synthetic model's tokenizer)."""
-    deps = weights_dependencies(WEIGHTS[wildcards.weights])
-    return [f"{RESULTS}/weights/{key}.json" for key in deps]
+    """What a weights step reads: the manifest of the entry it is built from (a synthetic
+    model's tokenizer, a derived entry's source) and the stamp of the engine whose tools a
+    derived entry runs."""
+    spec = WEIGHTS[wildcards.weights]
+    inputs = {}
+    for key in weights_dependencies(spec):  # at most one
+        inputs["source"] = f"{RESULTS}/weights/{key}.json"
+    engine = step_engine(spec)
+    if engine:
+        inputs["engine"] = f"{RESULTS}/engines/{engine}.json"
+    return inputs
 
 
 def weights_failures(wildcards):

@@ -1,6 +1,6 @@
 rule weights:
     input:
-        weights_inputs,
+        unpack(weights_inputs),
     output:
         manifest=f"{RESULTS}/weights/{{weights}}.json",
     log:

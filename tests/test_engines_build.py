@@ -119,7 +119,8 @@ def _fake_build_steps(monkeypatch, tmp_path: Path, fail: bool = False) -> Path:
 
     def extract(_sdist, dest):
         tree = dest / "llama.cpp"
-        tree.mkdir(parents=True)
+        (tree / "gguf-py").mkdir(parents=True)
+        (tree / "convert_hf_to_gguf.py").write_text("# the converter\n")
         return tree
 
     def step(argv, log, label, progress, env=None):
@@ -132,7 +133,8 @@ def _fake_build_steps(monkeypatch, tmp_path: Path, fail: bool = False) -> Path:
             raise BuildError("cmake --build was killed by SIGKILL")
         out = Path(argv[argv.index("--build") + 1]) / "bin"
         out.mkdir(parents=True)
-        (out / "llama-server").write_text("#!/bin/sh\necho built\n")
+        for target in argv[argv.index("--target") + 1 : argv.index("-j")]:
+            (out / target).write_text("#!/bin/sh\necho built\n")
 
     monkeypatch.setattr(build_llamacpp, "_extract_vendor_tree", extract)
     monkeypatch.setattr(build_llamacpp, "_run_step", step)
@@ -159,6 +161,10 @@ def test_two_builds_of_one_key_at_once_build_once_and_agree(monkeypatch, tmp_pat
     assert infos[0] == infos[1]
     binary = Path(infos[0]["binary"])
     assert binary.read_text() == "#!/bin/sh\necho built\n"
+    # llama-quantize from the same build, the converter kept beside them
+    assert Path(infos[0]["quantize"]) == binary.with_name("llama-quantize")
+    assert Path(infos[0]["quantize"]).is_file()
+    assert (Path(infos[0]["tree"]) / "convert_hf_to_gguf.py").is_file()
     assert json.loads((binary.parent.parent / "build.json").read_text())["key"] == infos[0]["key"]
     engines = tmp_path / "cache/engines"
     assert [p.name for p in engines.iterdir() if p.name.startswith("build-")] == []

