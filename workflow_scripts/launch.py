@@ -167,9 +167,12 @@ def docker_weights_mounts(
     return mounts, paths, placeholders
 
 
-def _describe_pending(ref: WeightsRef) -> str:
+def _describe_pending(ref: WeightsRef, folder: bool = True) -> str:
+    """What a placeholder stands for: the folder a container mounts, or the path a native
+    server opens (a file or, for a Hugging Face checkpoint, a folder)."""
     where = f"hf {ref.repo}@{ref.revision}" if ref.repo else f"weights '{ref.key}'"
-    return f"the folder holding {ref.relname} of {where}, known once the weights rule fetched it"
+    what = f"the folder holding {ref.relname} of {where}" if folder else f"the path of {where}"
+    return f"{what}, known once its weights step has run"
 
 
 BUILT_PROGRAM = "<llama-server>"
@@ -262,7 +265,7 @@ def cell_server_command(
     if spec["launch"] in ("build", "native", "venv"):
         local = {r.key: r.path for r in by_path if r.path}
         paths = _launch_paths(adapter, weights, drafter, host, port, local)
-        placeholders = {f"<{r.key}>": _describe_pending(r) for r in by_path if not r.path}
+        placeholders = {f"<{r.key}>": _describe_pending(r, False) for r in by_path if not r.path}
         program = program_for(cell, engine_info)
         if program == [BUILT_PROGRAM]:
             placeholders[BUILT_PROGRAM] = BUILT_PROGRAM_NOTE
