@@ -428,8 +428,8 @@ def common_subset_figures(
 def paired_gain_columns(
     base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
 ) -> dict[str, Any]:
-    """The drafter's decode gain and TPOT change with 95 % intervals from a paired bootstrap
-    over the prompts both cells completed, and the verdict on decode tok/s."""
+    """The drafter's decode gain and TPOT change with 95 % intervals from a paired randomization
+    test over the prompts both cells completed, and the verdict on decode tok/s."""
     changes = paired_changes(
         base_records, drafter_records, figures=("decode_tok_s", "tpot_median_ms")
     )
@@ -438,7 +438,7 @@ def paired_gain_columns(
         "decode_gain_lo_pct": decode.lo_pct,
         "decode_gain_hi_pct": decode.hi_pct,
         "verdict": decode.verdict,
-        "gain_interval_source": f"paired bootstrap, {decode.common_prompts} prompts",
+        "gain_interval_source": f"paired randomization, {decode.common_prompts} prompts",
         "tpot_change_pct": tpot.change_pct,
         "tpot_change_lo_pct": tpot.lo_pct,
         "tpot_change_hi_pct": tpot.hi_pct,

@@ -73,7 +73,7 @@ def cell_changes(
         return changes, f"repeats, {len(_figures_of(a))} + {len(_figures_of(b))} runs"
     if records_a and records_b:
         changes = paired_changes(records_a, records_b, FIGURES)
-        return changes, f"paired bootstrap, {changes['decode_tok_s'].common_prompts} prompts"
+        return changes, f"paired, {changes['decode_tok_s'].common_prompts} prompts"
     changes = {}
     for figure in FIGURES:
         va, vb = _value(a, figure), _value(b, figure)
