@@ -99,6 +99,21 @@ def test_thresholds_default_to_the_schemas():
     assert mu.Thresholds.from_config(None) == mu.Thresholds()
 
 
+def test_thresholds_stay_out_of_the_cells_settings():
+    """Editing `checks:` changes what is flagged, never what a cell measures: its settings (the
+    cell rule's params) are the same with and without, and a misspelt key is refused."""
+    from tests.pipeline_helpers import tiny_config
+    from workflow_scripts.matrix import ConfigError, build_cells, validate_config
+
+    plain = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
+    strict = {**plain, "checks": {"other_cpu_percent_of_core": 5, "other_mem_rise_gib": 0.1}}
+    cells = [build_cells(validate_config(c))[0].to_dict() for c in (plain, strict)]
+    assert cells[0] == cells[1]
+    assert validate_config(strict)["checks"]["client_process_percent_of_core"] == 85
+    with pytest.raises(ConfigError, match="checks"):
+        validate_config({**plain, "checks": {"other_cpu_pct": 5}})
+
+
 # --- real processes -----------------------------------------------------------------------
 
 SPIN = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end:\n    pass\n"
