@@ -4,8 +4,9 @@ adds, against a pacing server that streams like an engine but costs almost nothi
     python benchmarks/loadgen_overhead.py                       # llmbench, AIPerf, GuideLLM
     python benchmarks/loadgen_overhead.py --tools llmbench --concurrency 1,32,256
 
-Server (`pacing_server.py`) and client are pinned to different cores. Each stream gets 200 chunks
-a second, 256 chunks a request. For every client run:
+Server (`pacing_server.py`) and client are pinned to different cores (`--client-cpus 1-3` gives
+the client several). Each stream gets 200 chunks a second, 256 chunks a request. Our client picks
+its process count itself unless `--processes N`. For every client run:
 
 - CPU: user + system seconds of the whole client process tree (startup, imports, every worker
   process), from `os.wait4` on the child;
@@ -61,6 +62,7 @@ class Row:
     client_vs_server_pct: float | None
     added_latency_median_ms: float | None
     added_latency_p99_ms: float | None
+    processes: int | None = None
     note: str = ""
 
 
@@ -119,8 +121,17 @@ class PacingServer:
                 self.proc.wait()
 
 
-def run_client(argv: list[str], cpu: int, env: dict, log: Path) -> tuple[float, float, int]:
-    """Run a client pinned to `cpu`; (CPU seconds of its whole process tree, wall s, rc)."""
+def cpu_set(text: str) -> set[int]:
+    """`1`, `1,2` or `1-3` -> the cores."""
+    cores: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
+
+
+def run_client(argv: list[str], cpus: set[int], env: dict, log: Path) -> tuple[float, float, int]:
+    """Run a client pinned to `cpus`; (CPU seconds of its whole process tree, wall s, rc)."""
     begun = time.perf_counter()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -129,7 +140,7 @@ def run_client(argv: list[str], cpu: int, env: dict, log: Path) -> tuple[float, 
             stderr=subprocess.STDOUT,
             env=env,
             cwd=REPO,
-            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+            preexec_fn=lambda: os.sched_setaffinity(0, cpus),
         )
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -140,7 +151,7 @@ def run_client(argv: list[str], cpu: int, env: dict, log: Path) -> tuple[float, 
 
 
 def llmbench_argv(
-    url: str, concurrency: int, requests: int, chunks: int, workdir: Path, processes: int
+    url: str, concurrency: int, requests: int, chunks: int, workdir: Path, processes: int | None
 ) -> list[str]:
     prompts = workdir / "prompts.jsonl"
     with open(prompts, "w") as handle:
@@ -164,8 +175,7 @@ def llmbench_argv(
         str(chunks),
         "--warmup-requests",
         "0",
-        "--processes",
-        str(processes),
+        *(["--processes", str(processes)] if processes else []),
         "--no-progress",
         "--out",
         str(workdir / "out"),
@@ -251,7 +261,7 @@ def measure(tool: str, concurrency: int, requests: int, args, workdir: Path) -> 
         else:
             argv = guidellm_argv(server.url, concurrency, requests, args.chunks, workdir)
         log = workdir / f"{tool}.log"
-        cpu_s, wall_s, rc = run_client(argv, args.client_cpu, env, log)
+        cpu_s, wall_s, rc = run_client(argv, cpu_set(args.client_cpus), env, log)
         stats = get_json(server.url + "/stats")
         stamps = get_json(server.url + "/stamps") if tool == "llmbench" else {}
     if rc != 0:
@@ -260,10 +270,12 @@ def measure(tool: str, concurrency: int, requests: int, args, workdir: Path) -> 
     chunks = stats["tokens_predicted"]
     window_s = (stats["last_done_s"] or 0) - (stats["first_request_s"] or 0)
     server_tok_s = chunks / window_s if window_s > 0 else 0.0
-    client_tok_s = pct = lat_med = lat_p99 = None
+    client_tok_s = pct = lat_med = lat_p99 = processes = None
     if tool == "llmbench":
         out = workdir / "out"
-        client_tok_s = json.loads((out / "metrics.json").read_text())["decode_tok_s"]
+        result = json.loads((out / "metrics.json").read_text())
+        client_tok_s = result["decode_tok_s"]
+        processes = (result.get("client") or {}).get("processes")
         pct = 100 * (client_tok_s - server_tok_s) / server_tok_s
         lat = sorted(added_latency_ms(out, stamps))
         lat_med = statistics.median(lat)
@@ -282,6 +294,7 @@ def measure(tool: str, concurrency: int, requests: int, args, workdir: Path) -> 
         pct,
         lat_med,
         lat_p99,
+        processes,
         "" if stats["completed"] == requests else f"{stats['completed']}/{requests} done",
     )
 
@@ -328,9 +341,10 @@ def fmt(value, spec: str) -> str:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| client | conc | requests | chunks | client CPU s | chunks / CPU-s | ideal tok/s "
-        "| server tok/s | client tok/s | client vs server | added latency p50 / p99 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| client | conc | processes | requests | chunks | client CPU s | chunks / CPU-s "
+        "| ideal tok/s | server tok/s | client tok/s | client vs server "
+        "| added latency p50 / p99 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         latency = (
@@ -340,7 +354,8 @@ def table(rows: list[Row]) -> str:
         )
         agreement = "–" if r.client_vs_server_pct is None else f"{r.client_vs_server_pct:+.2f} %"
         lines.append(
-            f"| {r.tool}{' (' + r.note + ')' if r.note else ''} | {r.concurrency} | {r.requests} "
+            f"| {r.tool}{' (' + r.note + ')' if r.note else ''} | {r.concurrency} "
+            f"| {fmt(r.processes, 'd')} | {r.requests} "
             f"| {r.chunks} | {r.client_cpu_s:.2f} | {r.chunks_per_cpu_s:,.0f} "
             f"| {r.ideal_tok_s:,.0f} | {r.server_tok_s:,.0f} | {fmt(r.client_tok_s, ',.0f')} "
             f"| {agreement} | {latency} |"
@@ -366,9 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--chunks", type=int, default=256, help="chunks (tokens) per request")
     p.add_argument("--chunks-per-s", type=float, default=200.0, help="per stream")
-    p.add_argument("--processes", type=int, default=1, help="llmbench client processes")
+    p.add_argument(
+        "--processes", type=int, default=None, help="llmbench client processes (default: its own)"
+    )
     p.add_argument("--server-cpu", type=int, default=0)
-    p.add_argument("--client-cpu", type=int, default=1)
+    p.add_argument("--client-cpus", default="1", help="cores for the client, e.g. 1 or 1-3 or 1,2")
     p.add_argument("--install", action="store_true", help="create the AIPerf/GuideLLM venvs")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = p.parse_args(argv)

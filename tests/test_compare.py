@@ -58,7 +58,7 @@ def test_table_has_every_cell_done_in_both_with_interval_and_verdict(result_sets
     assert base["decode_change_pct"] == pytest.approx(100 * (1 / 1.5 - 1))
     assert base["decode_lo_pct"] <= base["decode_change_pct"] <= base["decode_hi_pct"]
     assert base["decode_verdict"] == "slower" and base["tpot_verdict"] == "slower"
-    assert base["basis"] == "paired bootstrap, 6 prompts"
+    assert base["basis"] == "paired, 6 prompts"
     for cell in (DRAFTER, BASE_C4):
         assert rows.loc[cell, "decode_verdict"] == "no detectable difference"
         assert rows.loc[cell, "decode_change_pct"] == pytest.approx(0.0)

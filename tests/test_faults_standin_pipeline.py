@@ -25,11 +25,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.standin]
 SCRIPT = Path(__file__).resolve().parent / "fixtures" / "faults" / "scripted_server.py"
 
 MIXED = [
-    "ok first", "fault:500 a", "fault:503 b", "fault:malformed-sse c", "fault:error-object d",
-    "fault:reset e", "fault:no-usage f", "fault:close g", "ok h", "fault:503 i", "ok j",
+    "ok first",
+    "fault:500 a",
+    "fault:503 b",
+    "fault:malformed-sse c",
+    "fault:error-object d",
+    "fault:reset e",
+    "fault:no-usage f",
+    "fault:close g",
+    "ok h",
+    "fault:503 i",
+    "ok j",
 ]
-MIXED_ERRORS = {"http_500": 1, "http_503": 2, "malformed_sse": 1, "stream_error": 1,
-                "connection": 1}
+MIXED_ERRORS = {
+    "http_500": 1,
+    "http_503": 2,
+    "malformed_sse": 1,
+    "stream_error": 1,
+    "connection": 1,
+}
 NOT_STARTED = "(the server was never started)\n"
 
 
@@ -43,9 +57,17 @@ def jsonl(path: Path, prompts: list[str]) -> Path:
 
 
 def workload(path: Path, kind: str = "jsonl", num_prompts: int = 4, **extra) -> dict:
-    return {"dataset": {"kind": kind, "path": str(path)}, "num_prompts": num_prompts,
-            "concurrency": 1, "max_tokens": 8, "warmup_requests": 0, "max_seconds": 60,
-            "grace_s": 5, "request_timeout_s": 20, **extra}
+    return {
+        "dataset": {"kind": kind, "path": str(path)},
+        "num_prompts": num_prompts,
+        "concurrency": 1,
+        "max_tokens": 8,
+        "warmup_requests": 0,
+        "max_seconds": 60,
+        "grace_s": 5,
+        "request_timeout_s": 20,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -58,29 +80,49 @@ def faulty_run(tmp_path_factory):
     (data / "bad.jsonl").write_text('{"prompt": "one"}\n{"prompt": "two"\n{"prompt": "three"}\n')
     (data / "binary.jsonl").write_bytes(b'{"prompt": "x"}\n' + bytes(range(128, 256)))
     workloads = {
-        "mixed": workload(jsonl(data / "mixed.jsonl", MIXED), num_prompts=len(MIXED),
-                          concurrency=2, warmup_requests=1),
+        "mixed": workload(
+            jsonl(data / "mixed.jsonl", MIXED),
+            num_prompts=len(MIXED),
+            concurrency=2,
+            warmup_requests=1,
+        ),
         "crash": workload(jsonl(data / "crash.jsonl", ["ok 1", "ok 2", "fault:exit", "ok 3"])),
-        "hang": workload(jsonl(data / "hang.jsonl", ["fault:hang 1", "fault:hang 2"]),
-                         num_prompts=2, concurrency=2, request_timeout_s=1),
+        "hang": workload(
+            jsonl(data / "hang.jsonl", ["fault:hang 1", "fault:hang 2"]),
+            num_prompts=2,
+            concurrency=2,
+            request_timeout_s=1,
+        ),
         "not-json": workload(data / "page.json", kind="sharegpt"),
         "cut-early": workload(data / "cut.json", kind="sharegpt"),
         "bad-line": workload(data / "bad.jsonl", num_prompts=3),
         "binary": workload(data / "binary.jsonl"),
     }
-    scripted = {"kind": "llamacpp", "launch": "native",
-                "binary": f"{sys.executable} {SCRIPT}", "ready_timeout_s": 30}
+    scripted = {
+        "kind": "llamacpp",
+        "launch": "native",
+        "binary": f"{sys.executable} {SCRIPT}",
+        "ready_timeout_s": 30,
+    }
     config = tiny_config(
-        [{"model": "smollm2-135m", "engine": "scripted", "workload": w}
-         for w in ("mixed", "crash", "hang")]
+        [
+            {"model": "smollm2-135m", "engine": "scripted", "workload": w}
+            for w in ("mixed", "crash", "hang")
+        ]
         + [{"model": "smollm2-135m", "engine": "listen-only", "workload": "mixed"}]
-        + [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": w}
-           for w in ("not-json", "cut-early", "bad-line", "binary")],
+        + [
+            {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": w}
+            for w in ("not-json", "cut-early", "bad-line", "binary")
+        ],
         workloads=workloads,
     )
     config["engines"]["scripted"] = scripted
-    config["engines"]["listen-only"] = {**scripted, "ready_timeout_s": 2,
-                                        "settings": {"fault_mode": "listen-only"}}
+    config["engines"]["listen-only"] = {
+        **scripted,
+        "ready_timeout_s": 2,
+        "settings": {"fault_mode": "listen-only"},
+    }
+    config["checks"] = {"other_cpu_percent_of_core": 400}  # read by the cell, not its params
     write_config(workdir, config)
     proc = run_snakemake(workdir, "results/summary/summary.csv")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -105,14 +147,20 @@ def test_500_503_and_broken_streams_are_counted_as_errors_never_as_completed(fau
     assert result["errors"] == sum(MIXED_ERRORS.values())
     assert result["completed"] == 5 and result["incomplete"] == 0
     assert float(rows[cell("scripted", "mixed")]["errors"]) == sum(MIXED_ERRORS.values())
-    records = [json.loads(line) for line in
-               (workdir / "results/cells" / cell("scripted", "mixed") / "requests.jsonl")
-               .read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for line in (workdir / "results/cells" / cell("scripted", "mixed") / "requests.jsonl")
+        .read_text()
+        .splitlines()
+    ]
     by_prompt = {MIXED[r["prompt_index"]].split()[0]: r for r in records if not r["warmup"]}
     assert by_prompt["fault:no-usage"]["status"] == "ok"
     assert by_prompt["fault:no-usage"]["token_count_source"] != "usage"  # counted, and said so
     assert by_prompt["fault:close"]["status"] == "ok"
     assert {r["http_status"] for r in records if r["error"] == "http_503"} == {503}
+    # the run's own checks, at the config's thresholds
+    assert result["interference"]["cpu_threshold_percent_of_core"] == 400
+    assert result["client"]["processes"] == 1 and result["client"]["processes_source"] == "auto"
 
 
 def test_a_server_that_exits_during_load_fails_the_cell_with_its_exit(faulty_run):
@@ -139,14 +187,18 @@ def test_a_server_that_answers_nothing_fails_the_cell_at_its_timeouts(faulty_run
     assert "no request completed ({'timeout': 2})" in hung["reason"]
 
 
-@pytest.mark.parametrize("workload_name,expected", [
-    ("not-json", "ShareGPT file is not a JSON array (it begins '<!DOCTYPE html>"),
-    ("cut-early", "no usable conversation (0 complete items parsed"),
-    ("bad-line", "bad.jsonl:2: not JSON"),
-    ("binary", "binary.jsonl: not UTF-8 text"),
-])
-def test_malformed_datasets_fail_the_cell_before_any_server_starts(faulty_run, workload_name,
-                                                                   expected):
+@pytest.mark.parametrize(
+    "workload_name,expected",
+    [
+        ("not-json", "ShareGPT file is not a JSON array (it begins '<!DOCTYPE html>"),
+        ("cut-early", "no usable conversation (0 complete items parsed"),
+        ("bad-line", "bad.jsonl:2: not JSON"),
+        ("binary", "binary.jsonl: not UTF-8 text"),
+    ],
+)
+def test_malformed_datasets_fail_the_cell_before_any_server_starts(
+    faulty_run, workload_name, expected
+):
     workdir, rows = faulty_run
     cell_id = cell("llamacpp-cpu", workload_name)
     result = metrics(workdir, cell_id)

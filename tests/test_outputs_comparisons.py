@@ -202,7 +202,7 @@ def test_markdown_and_html_show_the_compact_view(tmp_path, records):
     text = out["comparisons_md"].read_text()
     line = next(x for x in text.splitlines() if "| decode tok/s " in x)
     assert "| engine+quant " in line and "| llamacpp-local · q4_0 | vllm-cpu · bf16 |" in line
-    assert "[+0.0, +0.0]" in line and "paired bootstrap over prompts, 6 prompts" in line
+    assert "[+0.0, +0.0]" in line and "paired over prompts, 6 prompts" in line
     assert "no detectable difference" in line
     assert "two things changed at once" in text.split("| axis")[0]
     assert "vllm-cpu · bf16" in out["comparisons_html"].read_text()
@@ -267,4 +267,4 @@ def test_the_report_holds_the_comparisons_table(workdir):
     assert embedded, "comparisons.html is not embedded in the report"
     page = base64.b64decode(embedded.group(1)).decode()
     assert "llamacpp-local · q4_0" in page and "llamacpp-local · q8_0" in page
-    assert "paired bootstrap over prompts, 6 prompts" in page
+    assert "paired over prompts, 6 prompts" in page

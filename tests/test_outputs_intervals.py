@@ -86,7 +86,7 @@ def test_spec_gain_has_the_paired_interval_and_verdict(tmp_path, records):
     gain = pd.read_csv(tmp_path / "spec_gain.csv").set_index("drafter_cell").loc[DRAFTER]
     assert gain["decode_gain_lo_pct"] <= gain["decode_gain_pct"] <= gain["decode_gain_hi_pct"]
     assert gain["verdict"] in ("faster", "slower", NO_DIFFERENCE)
-    assert gain["gain_interval_source"] == "paired bootstrap, 6 prompts"
+    assert gain["gain_interval_source"] == "paired randomization, 6 prompts"
     text = (tmp_path / "spec_gain.md").read_text()
     assert "verdict" in text and gain["verdict"] in text
 

@@ -29,6 +29,7 @@ from .compact import (
 )
 from .loadgen.metrics import common_prompt_subset, compute_metrics
 from .loadgen.records import OK, RequestRecord
+from .machine_use import client_note, interference_note
 from .matrix import repeat_of
 from .repeats import collapse_repeats
 from .stats import (
@@ -96,6 +97,13 @@ LATER_COLUMNS = [
     "stability_first_tok_s",
     "stability_last_tok_s",
     "unstable",
+    "client_processes",
+    "client_cpu_percent_of_core",
+    "client_max_process_percent_of_core",
+    "client_limited",
+    "other_cpu_percent_of_core",
+    "other_mem_rise_gib",
+    "interference",
 ]
 # Published figures sit in their own `ref_*` columns, named after the measured column they match.
 REFERENCE_KEYS = [
@@ -207,6 +215,33 @@ def stability_columns(records: Sequence[RequestRecord] | None) -> dict[str, Any]
     }
 
 
+def check_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's CPU use and what else used the machine during the bench (metrics.json's
+    `client` and `interference`), each with its flag and, when flagged, a note."""
+    client, other = metrics.get("client"), metrics.get("interference")
+    row: dict[str, Any] = {}
+    if client:
+        row.update(
+            {
+                "client_processes": client.get("processes"),
+                "client_cpu_percent_of_core": client.get("cpu_percent_of_core"),
+                "client_max_process_percent_of_core": client.get("max_process_percent_of_core"),
+                "client_limited": client.get("limited"),
+                "client_note": client_note(client),
+            }
+        )
+    if other:
+        row.update(
+            {
+                "other_cpu_percent_of_core": other.get("other_cpu_percent_of_core"),
+                "other_mem_rise_gib": other.get("other_mem_rise_gib"),
+                "interference": other.get("flagged"),
+                "interference_note": interference_note(other),
+            }
+        )
+    return row
+
+
 def summary_rows(
     all_metrics: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]] | None = None,
@@ -220,6 +255,7 @@ def summary_rows(
         {
             **summary_row(metrics, (by_id.get(metrics["cell"]) or {}).get("reference")),
             **interval_columns(metrics, records.get(metrics["cell"])),
+            **check_columns(metrics),
         }
         for metrics in merge_with_cells(all_metrics, cells)
     ]
@@ -233,7 +269,7 @@ def summary_frame(
     columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
     frame = pd.DataFrame(rows, columns=columns)
     # Counts stay integers when some cells (failed, blocked) have none.
-    for column in [*COUNT_COLUMNS, "interval_n", "repeats"]:
+    for column in [*COUNT_COLUMNS, "interval_n", "repeats", "client_processes"]:
         frame[column] = frame[column].astype("Int64")
     return frame
 
@@ -428,8 +464,8 @@ def common_subset_figures(
 def paired_gain_columns(
     base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
 ) -> dict[str, Any]:
-    """The drafter's decode gain and TPOT change with 95 % intervals from a paired bootstrap
-    over the prompts both cells completed, and the verdict on decode tok/s."""
+    """The drafter's decode gain and TPOT change with 95 % intervals from a paired randomization
+    test over the prompts both cells completed, and the verdict on decode tok/s."""
     changes = paired_changes(
         base_records, drafter_records, figures=("decode_tok_s", "tpot_median_ms")
     )
@@ -438,7 +474,7 @@ def paired_gain_columns(
         "decode_gain_lo_pct": decode.lo_pct,
         "decode_gain_hi_pct": decode.hi_pct,
         "verdict": decode.verdict,
-        "gain_interval_source": f"paired bootstrap, {decode.common_prompts} prompts",
+        "gain_interval_source": f"paired randomization, {decode.common_prompts} prompts",
         "tpot_change_pct": tpot.change_pct,
         "tpot_change_lo_pct": tpot.lo_pct,
         "tpot_change_hi_pct": tpot.hi_pct,
@@ -593,25 +629,35 @@ INTERVAL_INTRO = (
 )
 
 
+# A row's flag notes and the heading the summary lists the flagged cells under.
+FLAG_NOTES = [
+    ("stability_note", "Throughput not steady within the run"),
+    ("client_note", "The load client may have limited the measurement"),
+    ("interference_note", "Other work on the machine during the bench"),
+]
+
+
 def summary_intro(
     all_metrics: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
 ) -> str:
     """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
-    of step with the completed requests (their `spec.cap_note`), and one per cell whose
-    throughput drifted within the run (`stability_note` of its row)."""
+    of step with the completed requests (their `spec.cap_note`), and for each flag of
+    FLAG_NOTES a line per cell its row carries a note for (throughput drift, a busy client,
+    other work on the machine)."""
     flagged = [
         f"- `{m['cell']}`: {(m.get('spec') or {})['cap_note']}"
         for m in all_metrics
         if (m.get("spec") or {}).get("cap_note")
     ]
-    unstable = [f"- `{r['cell']}`: {r['stability_note']}" for r in rows if r.get("stability_note")]
     intro = SUMMARY_INTRO
     if any(r.get("interval_source") for r in rows):
         intro += " " + INTERVAL_INTRO
     if flagged:
         intro += "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
-    if unstable:
-        intro += "\n\nThroughput not steady within the run:\n\n" + "\n".join(unstable)
+    for key, heading in FLAG_NOTES:
+        lines = [f"- `{r['cell']}`: {r[key]}" for r in rows if r.get(key)]
+        if lines:
+            intro += f"\n\n{heading}:\n\n" + "\n".join(lines)
     return intro
 
 

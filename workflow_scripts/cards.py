@@ -551,6 +551,69 @@ def intervals_section(records: Sequence[Any]) -> Section:
     )
 
 
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f} %"
+
+
+def checks_section(metrics: Mapping[str, Any]) -> Section:
+    """What the load client cost and what else ran on the machine during the bench
+    (workflow_scripts.machine_use), with each check's verdict."""
+    from .machine_use import client_note, interference_note
+
+    client, other = metrics.get("client") or {}, metrics.get("interference") or {}
+    rows = []
+    if client:
+        if client.get("processes_source") == "auto":
+            how = (
+                f"chosen for {client['expected_chunks_per_s']:,.0f} expected chunks/s "
+                f"on {client['cores']} usable core(s)"
+            )
+        else:
+            how = "as set"
+        rows += [
+            ("Load processes", f"{client.get('processes')}, {how}"),
+            (
+                "Client CPU, % of one core",
+                f"{_percent(client.get('cpu_percent_of_core'))} over its "
+                f"{client.get('tree_processes')} process(es); busiest "
+                f"{_percent(client.get('max_process_percent_of_core'))}",
+            ),
+            (
+                "Client check",
+                client_note(client)
+                or f"clear: no client process at {client['limit_percent_of_core']:.0f} % of a core",
+            ),
+        ]
+    if other:
+        mem = other.get("other_mem_rise_gib")
+        rows += [
+            (
+                "CPU outside server and client, % of one core",
+                f"{_percent(other.get('other_cpu_percent_of_core'))} (whole machine "
+                f"{_percent(other.get('machine_cpu_percent_of_core'))}, server "
+                f"{_percent(other.get('server_cpu_percent_of_core'))}, client "
+                f"{_percent(other.get('client_cpu_percent_of_core'))})",
+            ),
+            ("Memory taken outside server and client", fmt(mem, "GiB")),
+            (
+                "Interference check",
+                interference_note(other)
+                or f"clear: under {other['cpu_threshold_percent_of_core']:.0f} % of a core and "
+                f"{other['mem_threshold_gib']:.2f} GiB",
+            ),
+        ]
+    return Section(
+        "Client and machine during the bench",
+        ("Check", "Measured"),
+        rows,
+        paragraphs=[
+            "CPU in % of one core over the bench phase (user + system). Outside: the machine's "
+            "busy time less the server's and client's process trees; memory: the highest rise "
+            "of used memory beyond their RSS rise. Thresholds: the config's `checks`."
+        ],
+    )
+
+
 def status_line(metrics: Mapping[str, Any]) -> str:
     status = metrics.get("status") or NOT_RUN
     reason = first_line(metrics.get("reason"), 300)
@@ -594,6 +657,8 @@ def build_card(
         sections.append(spec_section(metrics, cell.get("reference") or {}))
     if records and metrics.get("status") == "done":
         sections.append(intervals_section(records))
+    if metrics.get("client") or metrics.get("interference"):
+        sections.append(checks_section(metrics))
     if plots:
         sections.append(Section("Plots", images=list(plots)))
     sections.append(commands_section(cell, metrics, results_dir))

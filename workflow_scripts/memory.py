@@ -1,6 +1,6 @@
-"""Memory telemetry: MemAvailable from /proc/meminfo, server process-tree RSS, GPU memory (NVML),
-sampled in a thread from before launch until after teardown, each sample tagged with its phase;
-and a watchdog that kills the server below a MemAvailable floor."""
+"""Memory telemetry: MemAvailable from /proc/meminfo, server and client process-tree RSS, GPU
+memory (NVML), sampled in a thread from before launch until after teardown, each sample tagged
+with its phase; and a watchdog that kills the server below a MemAvailable floor."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import csv
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ class MemorySample:
     mem_available_kib: int
     server_rss_kib: int | None
     gpu_used_mib: float | None
+    client_rss_kib: int | None = None  # this process's tree without the server's
 
 
 def read_mem_available_kib(path: str = "/proc/meminfo") -> int:
@@ -38,22 +39,47 @@ def read_mem_available_kib(path: str = "/proc/meminfo") -> int:
     raise RuntimeError(f"{path} has no MemAvailable line")
 
 
-class ProcessTreeRss:
-    """RSS of a process and its descendants. Listing descendants scans all of /proc, so the
-    tree is re-listed at most every `refresh_s`; each RSS read is one small /proc file."""
+def process_tree(pid: int, exclude: Collection[int] = ()) -> list[psutil.Process]:
+    """A process and its descendants, less the subtrees rooted at `exclude` (the client's tree is
+    this process's without the server it launched). Empty when `pid` is gone."""
+    try:
+        root = psutil.Process(pid)
+        members = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+    if not exclude:
+        return members
+    parents = {}
+    for proc in members:
+        try:
+            parents[proc.pid] = proc.ppid()
+        except psutil.Error:
+            parents[proc.pid] = None
 
-    def __init__(self, pid: int, refresh_s: float = 1.0) -> None:
+    def excluded(p: int | None) -> bool:
+        while p is not None and p != pid:
+            if p in exclude:
+                return True
+            p = parents.get(p)
+        return False
+
+    return [proc for proc in members if proc.pid == pid or not excluded(proc.pid)]
+
+
+class ProcessTreeRss:
+    """RSS of a process and its descendants (less the subtrees of `exclude`). Listing descendants
+    scans all of /proc, so the tree is re-listed at most every `refresh_s`; each RSS read is one
+    small /proc file."""
+
+    def __init__(self, pid: int, refresh_s: float = 1.0, exclude: Collection[int] = ()) -> None:
         self.pid = pid
         self.refresh_s = refresh_s
+        self.exclude = frozenset(exclude)
         self._procs: list[psutil.Process] = []
         self._listed_at = -float("inf")
 
     def _relist(self) -> None:
-        try:
-            root = psutil.Process(self.pid)
-            self._procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            self._procs = []
+        self._procs = process_tree(self.pid, self.exclude)
         self._listed_at = time.monotonic()
 
     def rss_kib(self) -> int | None:
@@ -131,6 +157,7 @@ class MemorySampler:
         self.samples: list[MemorySample] = []
         self.phase = "baseline"
         self._tree: ProcessTreeRss | None = None
+        self._client: ProcessTreeRss | None = None
         self.tripped: MemorySample | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
@@ -143,6 +170,7 @@ class MemorySampler:
             mem_available_kib=read_mem_available_kib(),
             server_rss_kib=self._tree.rss_kib() if self._tree else None,
             gpu_used_mib=self.gpu.used_mib(),
+            client_rss_kib=self._client.rss_kib() if self._client else None,
         )
         self.samples.append(sample)
         if (
@@ -162,6 +190,11 @@ class MemorySampler:
     @server_pid.setter
     def server_pid(self, pid: int | None) -> None:
         self._tree = ProcessTreeRss(pid) if pid else None
+
+    def watch_client(self, pid: int, exclude: Collection[int] = ()) -> None:
+        """Also sample the RSS of the client's tree: `pid` and its descendants but the
+        subtrees of `exclude` (the server's processes, when the client launched them)."""
+        self._client = ProcessTreeRss(pid, exclude=exclude)
 
     def _loop(self) -> None:
         next_at = time.monotonic()
@@ -237,7 +270,9 @@ def summarize_memory(
 def write_memory_csv(path: str, samples: Sequence[MemorySample]) -> None:
     with atomic_open(path) as handle:
         writer = csv.writer(handle)
-        writer.writerow(["t", "phase", "mem_available_kib", "server_rss_kib", "gpu_used_mib"])
+        writer.writerow(
+            ["t", "phase", "mem_available_kib", "server_rss_kib", "gpu_used_mib", "client_rss_kib"]
+        )
         for s in samples:
             writer.writerow(
                 [
@@ -246,5 +281,6 @@ def write_memory_csv(path: str, samples: Sequence[MemorySample]) -> None:
                     s.mem_available_kib,
                     "" if s.server_rss_kib is None else s.server_rss_kib,
                     "" if s.gpu_used_mib is None else f"{s.gpu_used_mib:.1f}",
+                    "" if s.client_rss_kib is None else s.client_rss_kib,
                 ]
             )

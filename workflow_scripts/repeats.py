@@ -14,6 +14,7 @@ from .matrix import repeat_of
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
+CHECKS = (("client", "limited"), ("interference", "flagged"))  # metrics.json object, its flag
 COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
 
 
@@ -55,6 +56,10 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
         "cells": [m["cell"] for m in runs],
         "figures": [repeat_figures(m) for m in done],
     }
+    for key, flag in CHECKS:  # a flag raised in any repeat stays raised, naming the repeat
+        raised = next((m for m in done if (m.get(key) or {}).get(flag)), None)
+        if raised is not None:
+            out[key] = {**raised[key], "run": raised["cell"]}
     if len(done) < 2:
         return out
     for key in RATES:

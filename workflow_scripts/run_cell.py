@@ -36,6 +36,7 @@ from .loadgen.client import LoadSpec, run_load
 from .loadgen.command import client_argv
 from .loadgen.datasets import load_dataset
 from .loadgen.metrics import compute_metrics
+from .machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
 from .matrix import Cell
 from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
 from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
@@ -60,6 +61,7 @@ class CellInputs:
     weights_manifest: dict[str, Any]
     drafter_manifest: dict[str, Any] | None = None
     failures_dir: Path | None = None
+    thresholds: Thresholds = Thresholds()  # the config's `checks`: they decide flags only
 
 
 def host_info(gpu_devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -210,20 +212,31 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 if command.container:
                     result["container_image_id"] = container_image_id(command.container)
                     sampler.server_pid = container_pid(command.container) or server.pid
+                server_roots = (server.pid, sampler.server_pid)
+                sampler.watch_client(os.getpid(), exclude=server_roots)
                 prompts, guard = guard_prompts(cell, adapter, base_url, dataset.prompts, sizing)
                 result["context_guard"] = guard.to_dict()
                 guard.enforce()  # `fail`, or nothing left: the cell fails before any load
                 sampler.set_phase("warmup")
                 spec = load_spec_for(cell, base_url, command.served_model)
                 counters: dict[str, SpecCounters] = {}
+                use: dict[str, UseSnapshot] = {}
 
                 def on_measure_start() -> None:
                     sampler.set_phase("bench")
                     text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
                     counters["before"] = adapter.parse_spec_metrics(text) if text else None
+                    use["start"] = take_snapshot(server_roots)
+
+                def on_measure_end() -> None:
+                    use["end"] = take_snapshot(server_roots)
 
                 load = run_load(
-                    spec, prompts, on_measure_start=on_measure_start, progress_label=cell.id
+                    spec,
+                    prompts,
+                    on_measure_start=on_measure_start,
+                    progress_label=cell.id,
+                    on_measure_end=on_measure_end,
                 )
                 records = load.records
                 died = None if server.alive() else server.died_message("while the load ran")
@@ -236,9 +249,16 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
             result.update(compute_metrics(records, hit_time_cap=load.hit_time_cap))
             result["not_started"] = load.not_started
             result["load"] = spec.public()
-            result["client_command"] = client_argv(cell.workload_spec, base_url, str(out),
-                                                   command.served_model, request_fields(cell))
+            result["client_command"] = client_argv(
+                cell.workload_spec, base_url, str(out), command.served_model, request_fields(cell)
+            )
             result["spec"] = _spec_result(cell, counters, records)
+            if "start" in use and "end" in use:
+                choice = load.processes.to_dict() if load.processes else None
+                result["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
+                result["interference"] = interference(
+                    use["start"], use["end"], sampler.samples, inputs.thresholds
+                )
             if sampler.tripped is not None:
                 raise ServerError(
                     f"memory watchdog: MemAvailable fell to "
@@ -355,6 +375,9 @@ def run_cell_from_snakemake(sm) -> None:
         weights_manifest=json.loads(Path(sm.input.weights).read_text()),
         drafter_manifest=json.loads(Path(drafter).read_text()) if drafter else None,
         failures_dir=Path(sm.params.failures_dir),
+        # read from the config, not params: a threshold only decides a flag, and editing one
+        # must not rerun a measurement
+        thresholds=Thresholds.from_config(sm.config.get("checks")),
     )
     result = run_cell(inputs)
     if result["status"] == "done":

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_open, write_json
+from ..machine_use import UseSnapshot, client_use, take_snapshot
 from .client import LoadResult, LoadSpec, run_load
 from .datasets import Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics
@@ -61,9 +62,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="default: the first id of GET /v1/models")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the key")
     p.add_argument("--warmup-requests", type=int, default=1)
-    p.add_argument("--extra-body", type=_json_object, default={},
-                   help="JSON object merged into every request body")
-    p.add_argument("--processes", type=int, default=1, help="client processes sharing the load")
+    p.add_argument(
+        "--extra-body",
+        type=_json_object,
+        default={},
+        help="JSON object merged into every request body",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="client processes sharing the load (default: from the expected chunk "
+        "rate, at most one a usable core)",
+    )
     p.add_argument("--slo-ttft-ms", type=float, default=None, help="goodput: TTFT limit")
     p.add_argument("--slo-tpot-ms", type=float, default=None, help="goodput: TPOT limit")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
@@ -103,7 +114,11 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
 
 
 def summary(
-    args: argparse.Namespace, spec: LoadSpec, dataset: Dataset, load: LoadResult
+    args: argparse.Namespace,
+    spec: LoadSpec,
+    dataset: Dataset,
+    load: LoadResult,
+    client: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """metrics.json: the DESIGN.md names for what a load test alone can know."""
     slo = {k: v for k, v in (("ttft_ms", args.slo_ttft_ms), ("tpot_ms", args.slo_tpot_ms)) if v}
@@ -122,6 +137,7 @@ def summary(
         "dataset_sha256": dataset.sha256,
         "prompt_indices": [p.index for p in dataset.prompts],
         "load": spec.public(),
+        "client": client,
         "clock_origin_s": load.clock_origin_s,
         "started_at": _iso(load.started_at),
         "finished_at": _iso(load.finished_at),
@@ -175,8 +191,21 @@ def main(argv: list[str] | None = None) -> int:
         api_key=api_key,
         extra_body=args.extra_body,
     )
-    load = run_load(spec, dataset.prompts, progress=args.progress)
-    result = summary(args, spec, dataset, load)
+    use: list[UseSnapshot] = []  # this process's tree at the measured start and end
+
+    def snapshot() -> None:
+        use.append(take_snapshot(()))
+
+    load = run_load(
+        spec,
+        dataset.prompts,
+        progress=args.progress,
+        on_measure_start=snapshot,
+        on_measure_end=snapshot,
+    )
+    choice = load.processes.to_dict() if load.processes else None
+    client = client_use(use[0], use[-1], choice) if len(use) == 2 else None
+    result = summary(args, spec, dataset, load, client)
     write_results(Path(args.out), result, load)
     print(
         f"{result['completed']}/{result['num_prompts']} completed, {result['errors']} errors, "

@@ -1,7 +1,8 @@
 """The load: a closed loop of `concurrency` workers (optionally Poisson-paced), a hard time cap
 with grace and cancellation, warmup kept apart, and one raw record per request. With
 `processes > 1` the workers are spread over that many processes sharing one prompt queue and
-one clock, and their records are merged as if one process had run them."""
+one clock, and their records are merged as if one process had run them; unset, the count
+follows the expected chunk rate (loadgen.processes)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..terminal import Throttle, say
 from .datasets import Prompt
+from .processes import ProcessChoice, choose_processes
 from .records import ERROR, INCOMPLETE, OK, RequestRecord
 from .wire import Connection, Endpoint
 
@@ -41,7 +43,7 @@ class LoadSpec:
     warmup_requests: int = 1
     request_timeout_s: float = 600.0
     arrival_seed: int = 0
-    processes: int = 1
+    processes: int | None = None  # None: chosen from the expected chunk rate
     api_key: str | None = field(default=None, repr=False)
     extra_body: dict[str, Any] = field(default_factory=dict)
 
@@ -69,6 +71,7 @@ class LoadResult:
     started_at: float
     finished_at: float
     clock_origin_s: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC) at the measured start
+    processes: ProcessChoice | None = None
 
 
 def request_body(spec: LoadSpec, prompt_text: str) -> dict[str, Any]:
@@ -296,13 +299,26 @@ async def run_load_async(
     progress: bool | None = None,
     on_measure_start: Callable[[], None] | None = None,
     progress_label: str | None = None,
+    on_measure_end: Callable[[], None] | None = None,
 ) -> LoadResult:
-    """Warm up, call `on_measure_start` (phase switch, counter snapshot), then the measured run.
+    """Warm up, call `on_measure_start` (phase switch, counter snapshot), then the measured run,
+    then `on_measure_end` before any load process is reaped (so each one's CPU time is read).
     `progress_label`: report progress as labelled lines (see `_Progress`)."""
     if spec.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    if spec.processes > 1 and spec.concurrency > 1:
-        return await _run_processes(spec, prompts, progress, on_measure_start, progress_label)
+    choice = choose_processes(spec.concurrency, spec.processes)
+    if choice.processes > 1 and spec.concurrency > 1:
+        result = await _run_processes(
+            spec,
+            choice.processes,
+            prompts,
+            progress,
+            on_measure_start,
+            progress_label,
+            on_measure_end,
+        )
+        result.processes = choice
+        return result
     started_at = time.time()
     endpoint = Endpoint.from_base_url(spec.base_url)
     warm = await _warmup(spec, endpoint) if spec.warmup_requests else []
@@ -318,8 +334,12 @@ async def run_load_async(
         )
     finally:
         bar_task.cancel()
+    if on_measure_end is not None:
+        on_measure_end()
     bar.draw(end="\n")
-    return _result(warm, records, capped, len(prompts), started_at, t0)
+    result = _result(warm, records, capped, len(prompts), started_at, t0)
+    result.processes = ProcessChoice(1, choice.source, choice.expected_chunks_per_s, choice.cores)
+    return result
 
 
 def _result(warm, records, capped, total, started_at, t0) -> LoadResult:
@@ -386,10 +406,12 @@ def _child(pipe, spec: LoadSpec, prompts: list[Prompt], counter, tally, workers:
 
 async def _run_processes(
     spec: LoadSpec,
+    processes: int,
     prompts: list[Prompt],
     progress: bool | None,
     on_measure_start: Callable[[], None] | None,
     progress_label: str | None = None,
+    on_measure_end: Callable[[], None] | None = None,
 ) -> LoadResult:
     """The same load from several processes: one shared position counter (so it is still one
     closed loop over the prompts), one start time on the shared monotonic clock, one deadline."""
@@ -400,7 +422,7 @@ async def _run_processes(
     started_at = time.time()
     procs, pipes = [], []
     try:
-        for workers in split_workers(spec.concurrency, spec.processes):
+        for workers in split_workers(spec.concurrency, processes):
             mine, theirs = ctx.Pipe()
             proc = ctx.Process(
                 target=_child, args=(theirs, spec, prompts, counter, tally, workers), daemon=True
@@ -424,6 +446,8 @@ async def _run_processes(
             answers = await loop.run_in_executor(None, lambda: [p.recv() for p in pipes])
         finally:
             bar_task.cancel()
+        if on_measure_end is not None:  # before the joins: an ended worker stays readable
+            await loop.run_in_executor(None, on_measure_end)  # (a zombie) until reaped
         bar.draw(end="\n")
     finally:
         for pipe in pipes:
@@ -449,7 +473,8 @@ def run_load(
     progress: bool | None = None,
     on_measure_start: Callable[[], None] | None = None,
     progress_label: str | None = None,
+    on_measure_end: Callable[[], None] | None = None,
 ) -> LoadResult:
     return asyncio.run(
-        run_load_async(spec, prompts, progress, on_measure_start, progress_label)
+        run_load_async(spec, prompts, progress, on_measure_start, progress_label, on_measure_end)
     )
