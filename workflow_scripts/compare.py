@@ -33,7 +33,7 @@ REGRESSED = 1
 # The basis column, as it read before unpaired comparisons existed.
 BASIS = {
     stats.REPEATS_T: "repeats",
-    stats.PAIRED_PROMPTS: "paired bootstrap",
+    stats.PAIRED_PROMPTS: "paired",
     stats.UNPAIRED: "unpaired bootstrap",
 }
 
@@ -69,7 +69,6 @@ def cell_changes(
     records_b: Sequence[RequestRecord] | None,
 ) -> tuple[dict[str, Change], str]:
     """B against A for one cell, and what the interval rests on."""
-<<<<<<< HEAD
     found = stats.cell_changes(
         _figures_of(a), _figures_of(b), records_a, records_b, FIGURES, same_prompts(a, b)
     )
@@ -81,27 +80,6 @@ def cell_changes(
             changes[figure] = Change(figure, pct, None, None, None, 0, "none")
         return changes, "no records: no interval"
     return found.changes, f"{BASIS[found.method]}, {found.basis}"
-=======
-    if len(_figures_of(a)) >= MIN_REPEATS and len(_figures_of(b)) >= MIN_REPEATS:
-        changes = {
-            figure: repeat_changes(
-                [f.get(figure) for f in _figures_of(a)],
-                [f.get(figure) for f in _figures_of(b)],
-                figure,
-            )
-            for figure in FIGURES
-        }
-        return changes, f"repeats, {len(_figures_of(a))} + {len(_figures_of(b))} runs"
-    if records_a and records_b:
-        changes = paired_changes(records_a, records_b, FIGURES)
-        return changes, f"paired, {changes['decode_tok_s'].common_prompts} prompts"
-    changes = {}
-    for figure in FIGURES:
-        va, vb = _value(a, figure), _value(b, figure)
-        pct = 100 * (vb / va - 1) if va and vb is not None else None
-        changes[figure] = Change(figure, pct, None, None, None, 0, "none")
-    return changes, "no records: no interval"
->>>>>>> issue18b
 
 
 def compare_table(

@@ -2,8 +2,8 @@
 finished cells of one model, workload and drafter that differ in engine, quant or both, with
 the change of decode tok/s and the TTFT / TPOT medians, its 95 % interval and a verdict.
 
-The intervals come from workflow_scripts.stats (the same paired bootstrap and repeat t-interval
-as the spec gain). vLLM serves bf16 safetensors where llama.cpp serves GGUF quants of the same
+The intervals come from workflow_scripts.stats (the same paired tests over prompts and repeat
+t-interval as the spec gain). vLLM serves bf16 safetensors where llama.cpp serves GGUF quants of the same
 model, so an engine pair at one quant name is rare: pairs that change both are kept and say so
 in their `axis`."""
 
@@ -64,8 +64,8 @@ INTRO = (
     "is B against A in % of A, with its 95 % interval. Verdict: `faster` or `slower` when the "
     "interval excludes no change (lower TTFT and TPOT are faster), else `no detectable "
     "difference`. Method: a t-interval over repeats when both cells ran ≥ 3 times (it holds "
-    "start-to-start variance); else a paired bootstrap over the prompts both completed (each "
-    "resample draws the same prompts for A and B); an unpaired bootstrap over each run's "
+    "start-to-start variance); else paired over the prompts both completed (a randomization "
+    "test for decode tok/s, a paired bootstrap for the medians, as for the spec gain); an unpaired bootstrap over each run's "
     "requests only when the prompts cannot be paired."
 )
 
