@@ -3,9 +3,9 @@ finished cells of one model, workload and drafter that differ in engine, quant o
 the change of decode tok/s and the TTFT / TPOT medians, its 95 % interval and a verdict.
 
 The intervals come from workflow_scripts.stats (the same paired tests over prompts and repeat
-t-interval as the spec gain). vLLM serves bf16 safetensors where llama.cpp serves GGUF quants of the same
-model, so an engine pair at one quant name is rare: pairs that change both are kept and say so
-in their `axis`."""
+t-interval as the spec gain). vLLM serves bf16 safetensors where llama.cpp serves GGUF quants of
+the same model, so an engine pair at one quant name is rare: pairs that change both are kept and
+say so in their `axis`."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ INTRO = (
     "interval excludes no change (lower TTFT and TPOT are faster), else `no detectable "
     "difference`. Method: a t-interval over repeats when both cells ran ≥ 3 times (it holds "
     "start-to-start variance); else paired over the prompts both completed (a randomization "
-    "test for decode tok/s, a paired bootstrap for the medians, as for the spec gain); an unpaired bootstrap over each run's "
-    "requests only when the prompts cannot be paired."
+    "test for decode tok/s, a paired bootstrap for the medians, as for the spec gain); an "
+    "unpaired bootstrap over each run's requests only when the prompts cannot be paired."
 )
 
 
