@@ -24,6 +24,40 @@ SMOLLM2_WEIGHTS = {
     "filename": "SmolLM2-135M-Instruct.Q4_1.gguf",
 }
 
+
+
+def smollm2_chain_quants(engine: str = "llamacpp-cpu") -> dict:
+    """The quant axis of one source, as the default config has it: the registry's q4_1 GGUF ->
+    bf16 safetensors (for vLLM) -> f16 GGUF -> q8_0 and q4_0 by `engine`'s llama-quantize."""
+    return {
+        "q4_1": {"weights": dict(SMOLLM2_WEIGHTS)},
+        "bf16": {
+            "why": "vLLM loads Hugging Face safetensors",
+            "weights": {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf"},
+        },
+        "f16": {
+            "weights": {
+                "source": "derived",
+                "from": "bf16",
+                "convert": "hf-to-gguf",
+                "engine": engine,
+            }
+        },
+        **{
+            quant: {
+                "weights": {
+                    "source": "derived",
+                    "from": "f16",
+                    "convert": "quantize",
+                    "type": quant,
+                    "engine": engine,
+                }
+            }
+            for quant in ("q8_0", "q4_0")
+        },
+    }
+
+
 # STAND-IN for a server that hangs at start: it accepts connections and never answers.
 NEVER_ANSWERS = r"""
 import socket, sys, time

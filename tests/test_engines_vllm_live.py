@@ -20,7 +20,7 @@ import psutil
 import pytest
 import requests
 import yaml
-from engine_helpers import left_behind
+from engine_helpers import left_behind, smollm2_chain_quants
 from pipeline_helpers import SMOLLM2, run_snakemake, snakemake_argv, tiny_workload, write_config
 
 from workflow_scripts.engines import adapter_for
@@ -70,18 +70,7 @@ LLAMACPP_ENGINE = {
 def vllm_config(drafters: list[str], num_prompts: int = 8) -> dict:
     """vLLM cells on bf16 dequantized from the registry's Q4_1 GGUF; the f16 GGUF converted back
     from that bf16 is named too, for llama.cpp (made only when asked for as a target)."""
-    smollm2 = json.loads(json.dumps(SMOLLM2))
-    smollm2["quants"]["bf16"] = {
-        "weights": {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf"}
-    }
-    smollm2["quants"]["f16"] = {
-        "weights": {
-            "source": "derived",
-            "from": "bf16",
-            "convert": "hf-to-gguf",
-            "engine": "llamacpp-cpu",
-        }
-    }
+    smollm2 = {**SMOLLM2, "quants": smollm2_chain_quants("llamacpp-cpu")}
     return {
         "memory": {"interval_s": 0.2, "baseline_samples": 3},
         "models": {"smollm2-135m": smollm2},

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from engine_helpers import SMOLLM2_WEIGHTS
+from engine_helpers import SMOLLM2_WEIGHTS, smollm2_chain_quants
 
 from workflow_scripts import weights_derive as derive
 from workflow_scripts.matrix import ConfigError, build_cells, validate_config
@@ -27,26 +27,9 @@ ENGINE = "llamacpp-cpu"
 MODEL = "smollm2-135m"
 
 
-def chain_quants() -> dict:
-    """The quant axis of one source: what the README shows as the default's shape."""
-    return {
-        "q4_1": {"weights": dict(SMOLLM2_WEIGHTS)},
-        "bf16": {
-            "why": "vLLM loads Hugging Face safetensors",
-            "weights": {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf"},
-        },
-        "f16": {"weights": {"source": "derived", "from": "bf16", "convert": "hf-to-gguf",
-                            "engine": ENGINE}},
-        "q8_0": {"weights": {"source": "derived", "from": "f16", "convert": "quantize",
-                             "type": "q8_0", "engine": ENGINE}},
-        "q4_0": {"weights": {"source": "derived", "from": "f16", "convert": "quantize",
-                             "type": "q4_0", "engine": ENGINE}},
-    }
-
-
 def chain_config(cell_quants=("q8_0", "q4_0")) -> dict:
     return {
-        "models": {MODEL: {"quants": chain_quants()}},
+        "models": {MODEL: {"quants": smollm2_chain_quants(ENGINE)}},
         "engines": {
             ENGINE: {"kind": "llamacpp", "launch": "build"},
             "native": {"kind": "llamacpp", "launch": "native", "binary": "llama-server"},

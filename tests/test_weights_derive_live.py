@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from engine_helpers import SMOLLM2_WEIGHTS
+from engine_helpers import smollm2_chain_quants
 from pipeline_helpers import run_snakemake, write_config
 
 from workflow_scripts.server import ServerProcess, reserve_port, running, wait_ready
@@ -45,16 +45,7 @@ DIGITS = "In 1984, 3,442 people paid $12.50 each; call 555-0199 before 10:45 on 
 
 
 def chain_config() -> dict:
-    quants = {
-        "q4_1": {"weights": dict(SMOLLM2_WEIGHTS)},
-        "bf16": {"weights": {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf"}},
-        "f16": {"weights": {"source": "derived", "from": "bf16", "convert": "hf-to-gguf",
-                            "engine": ENGINE}},
-        "q8_0": {"weights": {"source": "derived", "from": "f16", "convert": "quantize",
-                             "type": "q8_0", "engine": ENGINE}},
-        "q4_0": {"weights": {"source": "derived", "from": "f16", "convert": "quantize",
-                             "type": "q4_0", "engine": ENGINE}},
-    }
+    quants = smollm2_chain_quants(ENGINE)
     return {
         "models": {MODEL: {"quants": quants}},
         "engines": {ENGINE: {"kind": "llamacpp", "launch": "build",
