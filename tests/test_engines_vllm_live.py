@@ -20,7 +20,7 @@ import psutil
 import pytest
 import requests
 import yaml
-from engine_helpers import left_behind, smollm2_chain_quants
+from engine_helpers import smollm2_chain_quants
 from pipeline_helpers import SMOLLM2, run_snakemake, snakemake_argv, tiny_workload, write_config
 
 from workflow_scripts.engines import adapter_for
@@ -127,8 +127,7 @@ def test_vllm_cell_end_to_end(vllm_run):
     assert 0 < spec["acceptance_rate"] <= 1
     assert spec["mean_acceptance_length"] >= 1
     assert cell_metrics(vllm_run, "none")["spec"] is None
-    assert left_behind(VLLM_MARKER) == []
-    assert left_behind("VLLM::") == []
+    assert _left_in(vllm_run.parent) == []
 
 
 def _counter(text: str, name: str) -> float:
@@ -186,12 +185,14 @@ def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
     )
 
 
-def _vllm_processes() -> list[psutil.Process]:
+def _vllm_processes(root: psutil.Process) -> list[psutil.Process]:
+    """vLLM's processes (API server, EngineCore, workers) under `root`: this test's own run,
+    never another vLLM that happens to run on the machine."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "name"]):
+    for proc in root.children(recursive=True):
         try:
-            line = " ".join(proc.info["cmdline"] or [])
-            ours = VLLM_MARKER in line or (proc.info["name"] or "").startswith("VLLM::")
+            line = " ".join(proc.cmdline())
+            ours = VLLM_MARKER in line or proc.name().startswith("VLLM::")
             if ours and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:
@@ -199,45 +200,9 @@ def _vllm_processes() -> list[psutil.Process]:
     return found
 
 
-def test_killing_the_vllm_server_mid_run_leaves_no_vllm_process(tmp_path):
-    """SIGKILL to vLLM's API server while the load runs: the cell fails naming the signal, and
-    no EngineCore or worker outlives it (the whole process tree, by psutil)."""
-    write_config(tmp_path, vllm_config(["none"], num_prompts=64))
-    run = subprocess.Popen(
-        snakemake_argv(
-            tmp_path, "results/cells/smollm2-135m__vllm-cpu__bf16__none__w/metrics.json"
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 1800
-        killed = None
-        while time.monotonic() < deadline and run.poll() is None:
-            if _server_is_loaded():
-                servers = [p for p in _vllm_processes() if VLLM_MARKER in " ".join(p.cmdline())]
-                killed = servers[0]
-                tree = [killed, *killed.children(recursive=True)]
-                assert len(tree) >= 2, "vLLM starts an engine-core process beside its API server"
-                killed.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.5)
-        assert killed is not None, "the load never started"
-        output, _ = run.communicate(timeout=600)
-    finally:
-        if run.poll() is None:
-            run.kill()
-    metrics = json.loads((tmp_path / f"results/cells/{KILLED_CELL}/metrics.json").read_text())
-    assert metrics["status"] == "failed"
-    assert "SIGKILL" in metrics["reason"], metrics["reason"]
-    assert left_behind(VLLM_MARKER) == []
-    assert [p for p in _vllm_processes()] == []
-
-
-def _server_is_loaded() -> bool:
-    """True once a vLLM server is running requests (its num_requests_running gauge > 0)."""
-    for proc in _vllm_processes():
+def _loaded_server(root: psutil.Process) -> psutil.Process | None:
+    """The vLLM API server under `root` once it runs requests (num_requests_running > 0)."""
+    for proc in _vllm_processes(root):
         try:
             line = proc.cmdline()
         except psutil.Error:
@@ -248,9 +213,66 @@ def _server_is_loaded() -> bool:
         try:
             text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
         except requests.RequestException:
-            return False
-        return _counter(text, "vllm:num_requests_running") > 0
-    return False
+            return None
+        return proc if _counter(text, "vllm:num_requests_running") > 0 else None
+    return None
+
+
+def _left_in(workdir: Path, settle_s: float = 5.0) -> list[psutil.Process]:
+    """vLLM processes still running in `workdir` (the pipeline starts servers there): this
+    run's own, never another vLLM on the machine."""
+    time.sleep(settle_s)
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            line = " ".join(proc.cmdline())
+            ours = VLLM_MARKER in line or proc.name().startswith("VLLM::")
+            if ours and Path(proc.cwd()) == workdir and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _still_alive(processes: list[psutil.Process], settle_s: float = 10.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + settle_s
+    while True:
+        alive = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.5)
+
+
+def test_killing_the_vllm_server_mid_run_leaves_no_vllm_process(tmp_path):
+    """SIGKILL to vLLM's API server while the load runs: the cell fails naming the signal, and
+    no EngineCore or worker outlives it (the whole process tree, by psutil)."""
+    write_config(tmp_path, vllm_config(["none"], num_prompts=64))
+    run = subprocess.Popen(
+        snakemake_argv(tmp_path, f"results/cells/{KILLED_CELL}/metrics.json"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    root = psutil.Process(run.pid)
+    tree: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline and run.poll() is None and not tree:
+            server = _loaded_server(root)
+            if server is not None:
+                tree = [server, *server.children(recursive=True)]
+                assert len(tree) >= 2, "vLLM starts an engine-core process beside its API server"
+                server.send_signal(signal.SIGKILL)
+            time.sleep(0.5)
+        assert tree, "the load never started"
+        run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    metrics = json.loads((tmp_path / f"results/cells/{KILLED_CELL}/metrics.json").read_text())
+    assert metrics["status"] == "failed"
+    assert "SIGKILL" in metrics["reason"], metrics["reason"]
+    assert _still_alive(tree) == [], "vLLM processes outlived the cell"
 
 
 def _prompt_tokens(base_url: str, model: str | None, text: str) -> int | None:
