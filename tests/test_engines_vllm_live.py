@@ -185,11 +185,11 @@ def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
     )
 
 
-def _vllm_processes(root: psutil.Process) -> list[psutil.Process]:
-    """vLLM's processes (API server, EngineCore, workers) under `root`: this test's own run,
-    never another vLLM that happens to run on the machine."""
+def _vllm_processes() -> list[psutil.Process]:
+    """vLLM's processes (API server, EngineCore, workers) on the machine: run this test with no
+    other vLLM running (CI does), or it may pick another run's server."""
     found = []
-    for proc in root.children(recursive=True):
+    for proc in psutil.process_iter():
         try:
             line = " ".join(proc.cmdline())
             ours = VLLM_MARKER in line or proc.name().startswith("VLLM::")
@@ -200,9 +200,9 @@ def _vllm_processes(root: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def _loaded_server(root: psutil.Process) -> psutil.Process | None:
-    """The vLLM API server under `root` once it runs requests (num_requests_running > 0)."""
-    for proc in _vllm_processes(root):
+def _loaded_server() -> psutil.Process | None:
+    """The vLLM API server once it runs requests (num_requests_running > 0)."""
+    for proc in _vllm_processes():
         try:
             line = proc.cmdline()
         except psutil.Error:
@@ -253,12 +253,11 @@ def test_killing_the_vllm_server_mid_run_leaves_no_vllm_process(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    root = psutil.Process(run.pid)
     tree: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline and run.poll() is None and not tree:
-            server = _loaded_server(root)
+            server = _loaded_server()
             if server is not None:
                 tree = [server, *server.children(recursive=True)]
                 assert len(tree) >= 2, "vLLM starts an engine-core process beside its API server"
