@@ -185,19 +185,21 @@ def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
     )
 
 
+def _is_vllm(proc: psutil.Process) -> bool:
+    """A live process of vLLM's: its API server (by module) or an EngineCore / worker (by the
+    title vLLM gives them)."""
+    try:
+        line = " ".join(proc.cmdline())
+        ours = VLLM_MARKER in line or proc.name().startswith("VLLM::")
+        return ours and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _vllm_processes() -> list[psutil.Process]:
     """vLLM's processes (API server, EngineCore, workers) on the machine: run this test with no
     other vLLM running (CI does), or it may pick another run's server."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            line = " ".join(proc.cmdline())
-            ours = VLLM_MARKER in line or proc.name().startswith("VLLM::")
-            if ours and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    return [proc for proc in psutil.process_iter() if _is_vllm(proc)]
 
 
 def _loaded_server() -> psutil.Process | None:
@@ -225,9 +227,7 @@ def _left_in(workdir: Path, settle_s: float = 5.0) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            line = " ".join(proc.cmdline())
-            ours = VLLM_MARKER in line or proc.name().startswith("VLLM::")
-            if ours and Path(proc.cwd()) == workdir and proc.status() != psutil.STATUS_ZOMBIE:
+            if _is_vllm(proc) and Path(proc.cwd()) == workdir:
                 found.append(proc)
         except psutil.Error:
             continue

