@@ -60,3 +60,24 @@ def results_tree(workdir: Path) -> Path:
             age_s = 100 if path.parts[-2] in ("engines", "weights") else 50
             os.utime(path, (now - age_s, now - age_s))
     return results
+
+
+def fixture_tables(workdir: Path) -> dict[str, list[list[str]]]:
+    """summary.csv and spec_gain.csv written by the aggregation code from the fixtures (with
+    their request records) under `workdir`, read back as rows of text."""
+    import csv
+
+    from workflow_scripts import aggregate
+
+    records = aggregate.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
+    out = {
+        f"{name}_{ext}": workdir / f"{name}.{ext}"
+        for name in ("summary", "index", "spec_gain")
+        for ext in ("csv", "md")
+    }
+    metrics = list(fixture_metrics(workdir).values())
+    aggregate.write_tables(metrics, fixture_cells(), out, None, records)
+    return {
+        name: list(csv.reader(out[f"{name}_csv"].read_text().splitlines()))
+        for name in ("summary", "spec_gain")
+    }

@@ -16,6 +16,8 @@ import time
 import psutil
 import pytest
 
+from tests.fixtures.contract.make_contract import HERE as CONTRACT_DIR
+from tests.fixtures.contract.make_contract import structure
 from workflow_scripts import machine_use as mu
 from workflow_scripts.matrix import load_schema
 from workflow_scripts.memory import KIB_PER_GIB, MemorySample, MemorySampler
@@ -308,6 +310,9 @@ def test_a_real_cell_records_its_client_and_what_else_ran(tmp_path):
     assert client["bench_s"] <= result["duration_s"] + 2.0
     on_disk = json.loads((tmp_path / "cell" / "metrics.json").read_text())
     assert on_disk["client"] == client and on_disk["interference"] == other
+    # metrics.json keeps the keys and nesting recorded before the restructuring (issue #17)
+    contract = json.loads((CONTRACT_DIR / "contract.json").read_text())["metrics_json"]
+    assert structure(on_disk) == contract
     rows = (tmp_path / "cell" / "memory.csv").read_text().splitlines()
     assert rows[0].endswith(",client_rss_kib")
     bench = [r.split(",") for r in rows[1:] if r.split(",")[1] == "bench"]
