@@ -1,6 +1,6 @@
 # The cell list and the helpers that give each rule its inputs and params.
 # All decisions call into workflow_scripts; nothing here computes a figure.
-# The config is checked by workflow_scripts.matrix.validate_config against
+# The config is checked by workflow_scripts.config.matrix.validate_config against
 # schemas/config.schema.yaml (defaults filled in) plus its cross references, so
 # every error names the offending key before anything is downloaded.
 import sys
@@ -9,15 +9,15 @@ sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError
 
-from workflow_scripts.aggregate import optional_summary_figures
+from workflow_scripts.outputs.aggregate import optional_summary_figures
 from workflow_scripts.atomic import canonical_json
-from workflow_scripts.cards import report_labels
-from workflow_scripts.failures import failure_count
-from workflow_scripts.interrupt import forward_sigterm_to_jobs
-from workflow_scripts.matrix import ConfigError, build_cells, validate_config
-from workflow_scripts.resources import resources_by_cell, without_resources
-from workflow_scripts.run_end import print_run_end
-from workflow_scripts.weights import (
+from workflow_scripts.outputs.cards import report_labels
+from workflow_scripts.cell.failures import failure_count
+from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
+from workflow_scripts.config.matrix import ConfigError, build_cells, validate_config
+from workflow_scripts.config.resources import resources_by_cell, without_resources
+from workflow_scripts.outputs.run_end import print_run_end
+from workflow_scripts.weights.fetch import (
     step_engine,
     weights_dependencies,
     with_dependencies,
@@ -132,7 +132,7 @@ def cell_failures(wildcards):
     return failure_count(FAILURES, wildcards.cell)
 
 
-# The cell rule's resources (workflow_scripts.resources): what the Slurm executor requests, and
+# The cell rule's resources (workflow_scripts.config.resources): what the Slurm executor requests, and
 # what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
 
 

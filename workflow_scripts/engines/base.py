@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import requests
 
-from ..server_auth import auth_headers
+from .server_auth import auth_headers
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -106,7 +106,7 @@ class EngineAdapter:
     api_key_env_var: ClassVar[str | None] = None
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
-        from ..matrix import ConfigError
+        from ..config.matrix import ConfigError
 
         where = f"engines.{name}"
         if spec["launch"] not in self.launch_modes:
@@ -134,7 +134,7 @@ class EngineAdapter:
     ) -> None:
         """Reject drafter kinds this engine lacks; a runnable cell's model drafter needs
         weights (a blocked cell is listed, never run, so it may lack them)."""
-        from ..matrix import ConfigError
+        from ..config.matrix import ConfigError
 
         if spec["kind"] not in self.drafter_kinds:
             raise ConfigError(

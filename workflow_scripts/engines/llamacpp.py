@@ -7,9 +7,9 @@ from typing import Any
 
 import requests
 
-from ..server_auth import auth_headers
 from . import register
 from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json
+from .server_auth import auth_headers
 
 NGRAM_KINDS = frozenset(
     {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}
@@ -121,7 +121,7 @@ class LlamaCppAdapter(EngineAdapter):
         return document.get("build_info") if isinstance(document, dict) else None
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
-        from ..promtext import counters
+        from .promtext import counters
 
         values = counters(text, prefix="llamacpp:")
         per_pos = values.get("spec_decode_num_accepted_tokens_per_pos_total", {})

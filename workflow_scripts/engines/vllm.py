@@ -84,7 +84,7 @@ class VllmAdapter(HubModelAdapter):
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
         """vLLM labels every sample (model_name, engine index): sum over them, keep position."""
-        from ..promtext import counters
+        from .promtext import counters
 
         values = counters(text, prefix="vllm:")
 

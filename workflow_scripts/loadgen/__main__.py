@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_open, write_json
-from ..machine_use import UseSnapshot, client_use, take_snapshot
+from ..cell.machine_use import UseSnapshot, client_use, take_snapshot
 from .client import LoadResult, LoadSpec, run_load
 from .datasets import Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics

@@ -1,0 +1,387 @@
+"""Run one cell: baseline memory -> launch -> ready -> warmup -> load -> scrape -> teardown ->
+results/cells/<cell>/{metrics.json, requests.jsonl, memory.csv, server.log}.
+
+A benchmark failure is a result (status `failed`, with the reason) so the summary shows it;
+an interruption (Ctrl-C, SIGTERM) tears the server down and writes no result at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from ..atomic import atomic_open, write_json, write_text
+from ..config.matrix import Cell
+from ..engines import adapter_for
+from ..engines.base import SpecCounters
+from ..engines.command import (
+    cell_server_command,
+    cell_weights,
+    container_image_id,
+    container_pid,
+    request_fields,
+)
+from ..engines.provision import native_build_mismatch
+from ..engines.server_auth import auth_headers, client_api_key, engine_api_key, server_api_key
+from ..loadgen.client import LoadSpec, run_load
+from ..loadgen.command import client_argv
+from ..loadgen.datasets import load_dataset
+from ..loadgen.metrics import compute_metrics
+from ..terminal import say
+from .context_guard import guard_prompts, size_before_launch
+from .failures import bump_failures
+from .machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
+from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
+from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
+from .specdecode import (
+    acceptance_from_counters,
+    acceptance_from_request_fields,
+    acceptance_from_server_info,
+    acceptance_from_timings,
+    cap_note,
+)
+
+
+@dataclass(frozen=True)
+class CellInputs:
+    """What the DAG hands a cell: its settings and the manifests of what it depends on."""
+
+    cell: Cell
+    out_dir: Path
+    engine_info: dict[str, Any]
+    weights_manifest: dict[str, Any]
+    drafter_manifest: dict[str, Any] | None = None
+    failures_dir: Path | None = None
+    thresholds: Thresholds = Thresholds()  # the config's `checks`: they decide flags only
+
+
+def host_info(gpu_devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "kernel": platform.release(),
+        "gpus": gpu_devices or [],
+        "driver": (gpu_devices or [{}])[0].get("driver") if gpu_devices else None,
+    }
+
+
+def identity(cell: Cell) -> dict[str, Any]:
+    return {
+        "cell": cell.id,
+        "model": cell.model,
+        "engine": cell.engine,
+        "quant": cell.quant,
+        "drafter": cell.drafter,
+        "workload": cell.workload,
+        "concurrency": cell.concurrency,
+        "num_prompts": cell.workload_spec["num_prompts"],
+        "synthetic": cell.weights.get("source") == "synthetic",
+    }
+
+
+def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSpec:
+    w = cell.workload_spec
+    return LoadSpec(
+        base_url=base_url,
+        concurrency=int(w["concurrency"]),
+        max_tokens=int(w["max_tokens"]),
+        model=served_model,
+        endpoint=w.get("endpoint", "chat"),
+        temperature=float(w.get("temperature", 0)),
+        ignore_eos=bool(w.get("ignore_eos")),
+        request_rate=w.get("request_rate"),
+        max_seconds=w.get("max_seconds"),
+        grace_s=float(w.get("grace_s", 30)),
+        warmup_requests=int(w.get("warmup_requests", 1)),
+        request_timeout_s=float(w.get("request_timeout_s", 600)),
+        api_key=client_api_key(cell),
+        extra_body=request_fields(cell),
+    )
+
+
+def _scrape(base_url: str, paths: list[str]) -> str | None:
+    """The first of `paths` (a path, then its deprecated alias) the server answers."""
+    for path in paths:
+        try:
+            resp = requests.get(base_url + path, timeout=10, headers=auth_headers())
+        except requests.RequestException:
+            continue
+        if resp.status_code == 200:
+            return resp.text
+    return None
+
+
+def run_cell(inputs: CellInputs) -> dict[str, Any]:
+    """Run the cell and write its files; return metrics.json's content."""
+    cell, out = inputs.cell, inputs.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    adapter = adapter_for(cell.engine_spec["kind"])
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result: dict[str, Any] = {
+        **identity(cell),
+        "status": "failed",
+        "reason": None,
+        "started_at": started_at,
+    }
+    records: list = []
+    sampler: MemorySampler | None = None
+    server: ServerProcess | None = None
+    log_path = out / "server.log"
+    log_path.unlink(missing_ok=True)
+    try:
+        with sigterm_raises(), server_api_key(engine_api_key(cell)):
+            for what, stamp in (
+                ("engine unusable", inputs.engine_info),
+                ("weights not available", inputs.weights_manifest),
+                ("drafter weights not available", inputs.drafter_manifest or {}),
+            ):
+                if stamp.get("status") == "failed":
+                    raise RuntimeError(f"{what}: {stamp.get('reason')}")
+            if mismatch := native_build_mismatch(inputs.engine_info):
+                raise RuntimeError(f"engine unusable here: {mismatch}")
+            dataset = load_dataset(
+                cell.workload_spec["dataset"], int(cell.workload_spec["num_prompts"])
+            )
+            result["dataset_sha256"] = dataset.sha256
+            result["dataset_note"] = dataset.note
+            result["prompt_indices"] = [p.index for p in dataset.prompts]
+            sizing = None
+            if cell.run.get("context_guard") == "size":  # before launch: -c is a launch flag
+                cell, sizing = size_before_launch(
+                    cell,
+                    adapter,
+                    inputs.engine_info,
+                    inputs.weights_manifest,
+                    dataset.prompts,
+                    out / "context-sizing.log",
+                )
+            port_lease = reserve_port(cell.run["host"], adapter.container_port(cell))
+            weights, drafter_weights = cell_weights(
+                cell, inputs.weights_manifest, inputs.drafter_manifest
+            )
+            command = cell_server_command(
+                cell, adapter, inputs.engine_info, weights, drafter_weights, port_lease.port
+            )
+            result["server_command"] = command.argv
+            result["server_env"] = command.shown_env
+            result["engine_version"] = inputs.engine_info.get("version")
+            base_url = command.base_url
+            mem_cfg = cell.run["memory"]
+            server = ServerProcess.for_command(command, log_path)
+
+            def on_floor(sample):
+                server.stop(timeout_s=2)
+
+            sampler = MemorySampler(
+                interval_s=float(mem_cfg["interval_s"]),
+                floor_kib=int(float(mem_cfg["floor_gib"]) * KIB_PER_GIB),
+                on_floor=on_floor,
+            )
+            sampler.take_baseline(int(mem_cfg["baseline_samples"]))
+            sampler.start()
+            try:
+                sampler.set_phase("load")
+                server.start()
+                sampler.server_pid = server.pid
+                probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+                if command.served_model:
+                    probe["model"] = command.served_model
+                result["ready_s"] = wait_ready(
+                    server, base_url, adapter.health_path, float(cell.run["ready_timeout_s"]), probe
+                )
+                say(f"{cell.id}: server ready in {result['ready_s']:.1f} s; load test starts")
+                result["server_version"] = adapter.server_version(base_url)
+                if command.container:
+                    result["container_image_id"] = container_image_id(command.container)
+                    sampler.server_pid = container_pid(command.container) or server.pid
+                server_roots = (server.pid, sampler.server_pid)
+                sampler.watch_client(os.getpid(), exclude=server_roots)
+                prompts, guard = guard_prompts(cell, adapter, base_url, dataset.prompts, sizing)
+                result["context_guard"] = guard.to_dict()
+                guard.enforce()  # `fail`, or nothing left: the cell fails before any load
+                sampler.set_phase("warmup")
+                spec = load_spec_for(cell, base_url, command.served_model)
+                counters: dict[str, SpecCounters] = {}
+                use: dict[str, UseSnapshot] = {}
+
+                def on_measure_start() -> None:
+                    sampler.set_phase("bench")
+                    text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
+                    counters["before"] = adapter.parse_spec_metrics(text) if text else None
+                    use["start"] = take_snapshot(server_roots)
+
+                def on_measure_end() -> None:
+                    use["end"] = take_snapshot(server_roots)
+
+                load = run_load(
+                    spec,
+                    prompts,
+                    on_measure_start=on_measure_start,
+                    progress_label=cell.id,
+                    on_measure_end=on_measure_end,
+                )
+                records = load.records
+                died = None if server.alive() else server.died_message("while the load ran")
+                text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
+                counters["after"] = adapter.parse_spec_metrics(text) if text else None
+                sampler.set_phase("teardown")
+            finally:
+                server.stop()
+                sampler.stop()
+            result.update(compute_metrics(records, hit_time_cap=load.hit_time_cap))
+            result["not_started"] = load.not_started
+            result["load"] = spec.public()
+            result["client_command"] = client_argv(
+                cell.workload_spec, base_url, str(out), command.served_model, request_fields(cell)
+            )
+            result["spec"] = _spec_result(cell, counters, records)
+            if "start" in use and "end" in use:
+                choice = load.processes.to_dict() if load.processes else None
+                result["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
+                result["interference"] = interference(
+                    use["start"], use["end"], sampler.samples, inputs.thresholds
+                )
+            if sampler.tripped is not None:
+                raise ServerError(
+                    f"memory watchdog: MemAvailable fell to "
+                    f"{sampler.tripped.mem_available_kib / KIB_PER_GIB:.2f} GiB, below the floor "
+                    f"of {mem_cfg['floor_gib']} GiB; the server was killed"
+                )
+            if died:  # figures from a server that died mid-run compare with nothing
+                raise ServerError(died)
+            if result["completed"] == 0:
+                raise ServerError(f"no request completed ({result['errors_by_reason']})")
+            result["status"] = "done"
+    except Exception as exc:  # Ctrl-C / SIGTERM pass through: no result is written for them
+        result["status"] = "failed"
+        result["reason"] = f"{type(exc).__name__}: {exc}".strip()[:4000]
+        result["traceback"] = traceback.format_exc()[-4000:]
+        if inputs.failures_dir is not None:
+            bump_failures(inputs.failures_dir, cell.id)
+    finally:
+        if sampler is not None:
+            result["mem"] = summarize_memory(sampler.samples, sampler.interval_s)
+            result["gpu_note"] = sampler.gpu.note
+            write_memory_csv(str(out / "memory.csv"), sampler.samples)
+    result.setdefault("mem", None)
+    result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result["host"] = host_info(sampler.gpu.describe() if sampler else None)
+    result["weights"] = _weights_provenance(inputs.weights_manifest)
+    result["engine_info"] = {k: v for k, v in inputs.engine_info.items() if k != "reason"}
+    _write_outputs(out, result, records)
+    return result
+
+
+def _spec_result(cell: Cell, counters: dict, records: list) -> dict[str, Any] | None:
+    """Acceptance from the best source the engine gave: per-response speculative fields (over
+    the completed requests), counter deltas, a running mean read at warmup end and bench end,
+    or per-response timings. `source` says which; `cap_note` flags figures that the time cap
+    put out of step with the completed requests."""
+    if cell.drafter_spec is None:
+        return None
+    before, after = counters.get("before"), counters.get("after")
+    spec = acceptance_from_request_fields(records)
+    if spec is None and after:
+        spec = acceptance_from_counters(before or SpecCounters(), after)
+        spec = spec or acceptance_from_server_info(before, after, records)
+    spec = spec or acceptance_from_timings(records)
+    if spec is None:
+        return {
+            "acceptance_rate": None,
+            "mean_acceptance_length": None,
+            "per_position": [],
+            "source": None,
+            "note": "the engine exposed no acceptance figures",
+        }
+    per_position = list(spec.get("per_position") or [])
+    while per_position and not per_position[-1]:
+        per_position.pop()  # the engine sizes the list to its largest possible draft
+    spec["per_position"] = per_position
+    cross = acceptance_from_timings(records)
+    if cross and spec["source"] != "timings":
+        spec["timings_acceptance_rate"] = cross["acceptance_rate"]
+    note = cap_note(spec, records)
+    if note:
+        spec["cap_note"] = note
+    return spec
+
+
+def _weights_provenance(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "source": manifest.get("source"),
+        "spec_digest": manifest.get("spec_digest"),
+        "files": [{k: f[k] for k in ("name", "size", "sha256")} for f in manifest.get("files", [])],
+        "resolved": manifest.get("resolved"),
+    }
+
+
+def _write_outputs(out: Path, result: dict[str, Any], records: list) -> None:
+    with atomic_open(out / "requests.jsonl") as handle:
+        for record in records:
+            handle.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+    if not (out / "server.log").exists():
+        write_text(out / "server.log", "(the server was never started)\n")
+    if not (out / "memory.csv").exists():
+        write_memory_csv(str(out / "memory.csv"), [])
+    write_json(out / "metrics.json", result)
+
+
+def write_blocked(cell: Cell, out: Path) -> dict[str, Any]:
+    """A cell the config marks blocked: listed with its reason, never run."""
+    result = {
+        **identity(cell),
+        "status": "blocked",
+        "reason": cell.blocked,
+        "mem": None,
+        "spec": None,
+    }
+    write_text(out / "server.log", f"(blocked: {cell.blocked})\n")
+    write_text(out / "requests.jsonl", "")
+    write_memory_csv(str(out / "memory.csv"), [])
+    write_json(out / "metrics.json", result)
+    return result
+
+
+def run_cell_from_snakemake(sm) -> None:
+    """The cell rule's body: settings from params, manifests from inputs."""
+    cell = Cell.from_dict(json.loads(sm.params.cell))
+    out = Path(sm.output.metrics).parent
+    if cell.blocked:
+        write_blocked(cell, out)
+        return
+    drafter = sm.input.get("drafter_weights")
+    inputs = CellInputs(
+        cell=cell,
+        out_dir=out,
+        engine_info=json.loads(Path(sm.input.engine).read_text()),
+        weights_manifest=json.loads(Path(sm.input.weights).read_text()),
+        drafter_manifest=json.loads(Path(drafter).read_text()) if drafter else None,
+        failures_dir=Path(sm.params.failures_dir),
+        # read from the config, not params: a threshold only decides a flag, and editing one
+        # must not rerun a measurement
+        thresholds=Thresholds.from_config(sm.config.get("checks")),
+    )
+    result = run_cell(inputs)
+    if result["status"] == "done":
+        say(f"{cell.id}: done, {result['decode_tok_s']:.1f} decode tok/s")
+    else:
+        reason = (result.get("reason") or "no reason given").splitlines()[0][:300]
+        say(f"{cell.id}: failed: {reason}")
