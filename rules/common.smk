@@ -14,7 +14,8 @@ from workflow_scripts.atomic import canonical_json
 from workflow_scripts.outputs.cards import report_labels
 from workflow_scripts.cell.failures import failure_count
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
-from workflow_scripts.config.matrix import ConfigError, build_cells, validate_config
+from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.config.resources import resources_by_cell, without_resources
 from workflow_scripts.outputs.run_end import print_run_end
 from workflow_scripts.weights.fetch import (

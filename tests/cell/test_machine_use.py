@@ -105,7 +105,8 @@ def test_thresholds_stay_out_of_the_cells_settings():
     """Editing `checks:` changes what is flagged, never what a cell measures: its settings (the
     cell rule's params) are the same with and without, and a misspelt key is refused."""
     from tests.support.pipeline import tiny_config
-    from workflow_scripts.config.matrix import ConfigError, build_cells, validate_config
+    from workflow_scripts.config.matrix import build_cells, validate_config
+    from workflow_scripts.vocabulary import ConfigError
 
     plain = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
     strict = {**plain, "checks": {"other_cpu_percent_of_core": 5, "other_mem_rise_gib": 0.1}}

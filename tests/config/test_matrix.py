@@ -9,7 +9,8 @@ import pytest
 
 from tests.support.config import default_config, deleter, setter
 from tests.support.pipeline import run_snakemake, write_config
-from workflow_scripts.config.matrix import ConfigError, build_cells, load_cells, validate_config
+from workflow_scripts.config.matrix import build_cells, load_cells, validate_config
+from workflow_scripts.vocabulary import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.pipeline import run_snakemake, tiny_config, write_config
-from workflow_scripts.config.matrix import ConfigError, build_cells, validate_config
+from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import BLOCKED_SIZES, resources_by_cell, without_resources
+from workflow_scripts.vocabulary import ConfigError
 
 BASE = "smollm2-135m__llamacpp-cpu__q4_1__none__tiny"
 NGRAM = "smollm2-135m__llamacpp-cpu__q4_1__ngram__tiny"

@@ -12,10 +12,10 @@ import os
 import pytest
 
 from tests.support.engines import make_config, one_cell
-from workflow_scripts.config.matrix import ConfigError
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.base import flag_args
 from workflow_scripts.engines.command import cell_server_command, cell_weights
+from workflow_scripts.vocabulary import ConfigError
 
 SHA_MAIN = "a" * 40
 SHA_DRAFT = "b" * 40

@@ -11,7 +11,6 @@ import json
 import pytest
 
 from tests.support.engines import cells_of, make_config, one_cell
-from workflow_scripts.config.matrix import ConfigError
 from workflow_scripts.config.plan import plan_cell
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import (
@@ -22,6 +21,7 @@ from workflow_scripts.engines.command import (
 )
 from workflow_scripts.engines.provision import EngineUnusable, provision
 from workflow_scripts.engines.venv import RECORD, VenvSpec, provision_venv
+from workflow_scripts.vocabulary import ConfigError
 
 VLLM_VENV = {
     "kind": "vllm",

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from workflow_scripts.cell.run import write_blocked
-from workflow_scripts.config.matrix import Cell, load_cells
+from workflow_scripts.config.matrix import load_cells
+from workflow_scripts.vocabulary import Cell
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "outputs"

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from tests.support.engines import SMOLLM2_WEIGHTS, smollm2_chain_quants
-from workflow_scripts.config.matrix import ConfigError, build_cells, validate_config
+from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.weights import derive
 from workflow_scripts.weights.fetch import weights_dependencies, with_dependencies
 

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.matrix import Cell
 from ..engines.base import EngineAdapter
+from ..engines.command import cell_server_command, cell_weights
 from ..loadgen.datasets import Prompt
+from ..vocabulary import Cell
+from .server import ServerProcess, reserve_port, running, wait_ready
 
 COUNT_WORKERS = 4
 
@@ -139,9 +141,6 @@ def size_before_launch(
 ) -> tuple[Cell, dict[str, Any] | None]:
     """Count the prompts with a tokenizer-only server of the same engine and weights, then give
     every slot room for the longest prompt + max_tokens. Returns the sized cell and a record."""
-    from ..engines.command import cell_server_command, cell_weights
-    from .server import ServerProcess, reserve_port, running, wait_ready
-
     if not adapter.splits_context:
         return cell, None  # every sequence gets the whole context: nothing to size
     counting = with_settings(cell, adapter.tokenizer_only_settings(cell), drop_drafter=True)

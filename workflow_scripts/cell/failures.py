@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json, write_text
+from ..vocabulary import Status
 
 
 def failure_count(failures_dir: str | Path, cell_id: str) -> int:
@@ -34,4 +35,4 @@ def write_failed_stamp(
     `details` (e.g. each build variant tried) goes into the stamp beside the reason."""
     bump_failures(failures_dir, key)
     reason = f"{type(exc).__name__}: {exc}"[:4000]
-    write_json(path, {**(details or {}), "status": "failed", "reason": reason})
+    write_json(path, {**(details or {}), "status": Status.FAILED, "reason": reason})

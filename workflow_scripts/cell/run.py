@@ -20,7 +20,6 @@ from typing import Any
 import requests
 
 from ..atomic import atomic_open, write_json, write_text
-from ..config.matrix import Cell
 from ..engines import adapter_for
 from ..engines.base import SpecCounters
 from ..engines.command import (
@@ -37,6 +36,7 @@ from ..loadgen.command import client_argv
 from ..loadgen.datasets import load_dataset
 from ..loadgen.metrics import compute_metrics
 from ..terminal import say
+from ..vocabulary import Cell, CellMetrics, Status
 from .context_guard import guard_prompts, size_before_launch
 from .failures import bump_failures
 from .machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
@@ -83,7 +83,7 @@ def host_info(gpu_devices: list[dict[str, Any]] | None = None) -> dict[str, Any]
     }
 
 
-def identity(cell: Cell) -> dict[str, Any]:
+def identity(cell: Cell) -> CellMetrics:
     return {
         "cell": cell.id,
         "model": cell.model,
@@ -129,15 +129,15 @@ def _scrape(base_url: str, paths: list[str]) -> str | None:
     return None
 
 
-def run_cell(inputs: CellInputs) -> dict[str, Any]:
+def run_cell(inputs: CellInputs) -> CellMetrics:
     """Run the cell and write its files; return metrics.json's content."""
     cell, out = inputs.cell, inputs.out_dir
     out.mkdir(parents=True, exist_ok=True)
     adapter = adapter_for(cell.engine_spec["kind"])
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    result: dict[str, Any] = {
+    result: CellMetrics = {
         **identity(cell),
-        "status": "failed",
+        "status": Status.FAILED,
         "reason": None,
         "started_at": started_at,
     }
@@ -153,7 +153,7 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 ("weights not available", inputs.weights_manifest),
                 ("drafter weights not available", inputs.drafter_manifest or {}),
             ):
-                if stamp.get("status") == "failed":
+                if stamp.get("status") == Status.FAILED:
                     raise RuntimeError(f"{what}: {stamp.get('reason')}")
             if mismatch := native_build_mismatch(inputs.engine_info):
                 raise RuntimeError(f"engine unusable here: {mismatch}")
@@ -269,9 +269,9 @@ def run_cell(inputs: CellInputs) -> dict[str, Any]:
                 raise ServerError(died)
             if result["completed"] == 0:
                 raise ServerError(f"no request completed ({result['errors_by_reason']})")
-            result["status"] = "done"
+            result["status"] = Status.DONE
     except Exception as exc:  # Ctrl-C / SIGTERM pass through: no result is written for them
-        result["status"] = "failed"
+        result["status"] = Status.FAILED
         result["reason"] = f"{type(exc).__name__}: {exc}".strip()[:4000]
         result["traceback"] = traceback.format_exc()[-4000:]
         if inputs.failures_dir is not None:
@@ -333,7 +333,7 @@ def _weights_provenance(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _write_outputs(out: Path, result: dict[str, Any], records: list) -> None:
+def _write_outputs(out: Path, result: CellMetrics, records: list) -> None:
     with atomic_open(out / "requests.jsonl") as handle:
         for record in records:
             handle.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
@@ -344,11 +344,11 @@ def _write_outputs(out: Path, result: dict[str, Any], records: list) -> None:
     write_json(out / "metrics.json", result)
 
 
-def write_blocked(cell: Cell, out: Path) -> dict[str, Any]:
+def write_blocked(cell: Cell, out: Path) -> CellMetrics:
     """A cell the config marks blocked: listed with its reason, never run."""
-    result = {
+    result: CellMetrics = {
         **identity(cell),
-        "status": "blocked",
+        "status": Status.BLOCKED,
         "reason": cell.blocked,
         "mem": None,
         "spec": None,
@@ -380,7 +380,7 @@ def run_cell_from_snakemake(sm) -> None:
         thresholds=Thresholds.from_config(sm.config.get("checks")),
     )
     result = run_cell(inputs)
-    if result["status"] == "done":
+    if result["status"] == Status.DONE:
         say(f"{cell.id}: done, {result['decode_tok_s']:.1f} decode tok/s")
     else:
         reason = (result.get("reason") or "no reason given").splitlines()[0][:300]

@@ -9,64 +9,20 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from ..engines import adapter_for, known_kinds
+from ..vocabulary import Cell, ConfigError
 from ..weights import derive
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 NO_DRAFTER = "none"
 _ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class ConfigError(ValueError):
-    """A config that cannot be run; the message names the offending key."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One model x engine x quant x drafter x workload point with everything it needs to run."""
-
-    id: str
-    model: str
-    quant: str
-    engine: str
-    drafter: str
-    workload: str
-    model_info: dict[str, Any]
-    weights: dict[str, Any]
-    engine_spec: dict[str, Any]
-    drafter_spec: dict[str, Any] | None
-    drafter_weights: dict[str, Any] | None
-    workload_spec: dict[str, Any]
-    run: dict[str, Any]
-    reference: dict[str, Any] = field(default_factory=dict)
-    blocked: str | None = None
-
-    @property
-    def weights_key(self) -> str:
-        return f"{self.model}__{self.quant}"
-
-    @property
-    def drafter_weights_key(self) -> str | None:
-        if not self.drafter_weights:
-            return None
-        return f"{self.drafter_spec['model']}__{self.drafter_spec['quant']}"
-
-    @property
-    def concurrency(self) -> int:
-        return int(self.workload_spec["concurrency"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cell:
-        return cls(**data)
 
 
 def cell_id(model: str, engine: str, quant: str, drafter: str, workload: str) -> str:
@@ -144,8 +100,6 @@ def _check_known(kind: str, name: str, known: dict, where: str) -> None:
 
 
 def _check_references(config: dict[str, Any]) -> None:
-    from ..engines import adapter_for, known_kinds
-
     for name, engine in config["engines"].items():
         if engine["kind"] not in known_kinds():
             raise ConfigError(
@@ -364,8 +318,6 @@ def drafter_for_engine(spec: dict[str, Any], engine_kind: str) -> dict[str, Any]
 
 def build_cells(config: dict[str, Any]) -> list[Cell]:
     """All cells of a validated config, in config order; ids unique."""
-    from ..engines import adapter_for
-
     cells: list[Cell] = []
     seen: dict[str, str] = {}
     for index, entry in enumerate(config["cells"]):

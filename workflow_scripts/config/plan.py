@@ -27,7 +27,8 @@ from ..engines.command import (
     with_env,
 )
 from ..loadgen.command import client_argv
-from .matrix import Cell, ConfigError, build_cells, load_config_file
+from ..vocabulary import Cell, ConfigError, Status
+from .matrix import build_cells, load_config_file
 
 
 @dataclass
@@ -49,7 +50,7 @@ def _manifest(results_dir: Path, key: str | None) -> dict[str, Any] | None:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return None if manifest.get("status") == "failed" else manifest
+    return None if manifest.get("status") == Status.FAILED else manifest
 
 
 def _engine_info(results_dir: Path, engine: str) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def _engine_info(results_dir: Path, engine: str) -> dict[str, Any]:
         info = json.loads((results_dir / "engines" / f"{engine}.json").read_text())
     except (OSError, ValueError):
         return {}
-    return {} if info.get("status") == "failed" else info
+    return {} if info.get("status") == Status.FAILED else info
 
 
 def client_command(cell: Cell, command: ServerCommand, results_dir: Path) -> list[str]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.matrix import Cell
+from ..vocabulary import Cell, Status
+from ..weights.hub import hub_cache_dir
 from . import adapter_for
 from .base import EngineAdapter, LaunchPaths, pinned
 
@@ -88,7 +89,7 @@ def resolved_revision(manifest: dict[str, Any] | None) -> str | None:
 
 def weights_ref(key: str, spec: dict[str, Any], manifest: dict[str, Any] | None) -> WeightsRef:
     """Where one weights entry is: from its manifest once fetched, else from the config."""
-    usable = manifest if manifest and manifest.get("status") != "failed" else None
+    usable = manifest if manifest and manifest.get("status") != Status.FAILED else None
     path = usable.get("primary") if usable else None
     if path is None and spec.get("source") == "local":
         path = str(Path(spec["path"]).expanduser())
@@ -125,8 +126,6 @@ def container_name(cell: Cell) -> str:
 def hf_cache_mount(hub_cache: str | None = None) -> str:
     """The host's Hugging Face cache where the engine images look (`/root/.cache/huggingface`):
     the cache the weights rule filled (its manifest says which), else the environment's."""
-    from ..weights.hub import hub_cache_dir
-
     cache = Path(hub_cache) if hub_cache else hub_cache_dir()
     if cache.name == "hub":
         return f"{cache.parent}:{CONTAINER_HF_HOME}"

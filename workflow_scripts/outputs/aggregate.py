@@ -17,9 +17,10 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..cell.machine_use import client_note, interference_note
-from ..config.matrix import repeat_of
+from ..config.matrix import load_cells, repeat_of
 from ..loadgen.metrics import common_prompt_subset, compute_metrics
 from ..loadgen.records import OK, RequestRecord
+from ..vocabulary import CellMetrics, ConfigError, Status
 from .compact import (
     NOT_RUN,
     REF_PREFIX,
@@ -32,6 +33,7 @@ from .compact import (
     summary_row,
 )
 from .repeats import collapse_repeats
+from .report_html import overview_fragment, write_tables_html
 from .stats import (
     MIN_REPEATS,
     as_columns,
@@ -143,7 +145,7 @@ def identity_from_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
         "workload": cell["workload"],
         "concurrency": workload.get("concurrency"),
         "num_prompts": workload.get("num_prompts"),
-        "status": "blocked" if cell.get("blocked") else NOT_RUN,
+        "status": Status.BLOCKED if cell.get("blocked") else NOT_RUN,
         "reason": cell.get("blocked") or "",
         "synthetic": (cell.get("weights") or {}).get("source") == "synthetic",
     }
@@ -160,7 +162,7 @@ def _cells_by_id(cells: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping
 
 
 def merge_with_cells(
-    all_metrics: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]] | None
+    all_metrics: Sequence[CellMetrics], cells: Sequence[Mapping[str, Any]] | None
 ) -> list[Mapping[str, Any]]:
     """Metrics of the config's cells in config order; a cell with none gets an identity stub."""
     by_cell = {m["cell"]: m for m in all_metrics}
@@ -172,13 +174,13 @@ def merge_with_cells(
 
 
 def interval_columns(
-    metrics: Mapping[str, Any], records: Sequence[RequestRecord] | None
+    metrics: CellMetrics, records: Sequence[RequestRecord] | None
 ) -> dict[str, Any]:
     """A done cell's p99 figures and the 95 % interval of each headline figure: a t-interval
     from its repeats when ≥ 3 finished, else a bootstrap over its requests when it ran once
     (two repeats: none). Figures with no per-request basis (memory, acceptance) get an
     interval only from repeats."""
-    if metrics.get("status") != "done":
+    if metrics.get("status") != Status.DONE:
         return {}
     row: dict[str, Any] = {
         "ttft_p99_ms": (metrics.get("ttft_ms") or {}).get("p99"),
@@ -216,7 +218,7 @@ def stability_columns(records: Sequence[RequestRecord] | None) -> dict[str, Any]
     }
 
 
-def check_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def check_columns(metrics: CellMetrics) -> dict[str, Any]:
     """The client's CPU use and what else used the machine during the bench (metrics.json's
     `client` and `interference`), each with its flag and, when flagged, a note."""
     client, other = metrics.get("client"), metrics.get("interference")
@@ -244,7 +246,7 @@ def check_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def summary_rows(
-    all_metrics: Sequence[Mapping[str, Any]],
+    all_metrics: Sequence[CellMetrics],
     cells: Sequence[Mapping[str, Any]] | None = None,
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> list[dict[str, Any]]:
@@ -276,7 +278,7 @@ def summary_frame(
 
 
 def summary_table(
-    all_metrics: Sequence[Mapping[str, Any]],
+    all_metrics: Sequence[CellMetrics],
     cells: Sequence[Mapping[str, Any]] | None = None,
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> pd.DataFrame:
@@ -310,7 +312,7 @@ def engine_label(cell: Mapping[str, Any]) -> str:
 
 def status_text(status: str | None, reason: str | None) -> str:
     reason = first_line(reason, 160)
-    return f"{status}: {reason}" if reason and status != "done" else str(status)
+    return f"{status}: {reason}" if reason and status != Status.DONE else str(status)
 
 
 def index_table(
@@ -335,7 +337,9 @@ def index_table(
             "Quant": row["quant"],
             "Ctx": context_tokens(cell) or "",
             "Conc": row["concurrency"],
-            "Decode tok/s": number_text(row["decode_tok_s"]) if row["status"] == "done" else "",
+            "Decode tok/s": (
+                number_text(row["decode_tok_s"]) if row["status"] == Status.DONE else ""
+            ),
             "Status": status_text(row["status"], row.get("reason")),
             "Completed": completed_text(row),
         }
@@ -344,6 +348,10 @@ def index_table(
         rows.append(entry)
     columns = INDEX_COLUMNS + ([INDEX_REFERENCE_COLUMN] if with_reference else [])
     return pd.DataFrame(rows, columns=columns)
+
+
+def blocked_text(cell: Mapping[str, Any]) -> str:
+    return f"{Status.BLOCKED}: {first_line(cell['blocked'])}" if cell.get("blocked") else ""
 
 
 def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -363,7 +371,7 @@ def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "engine (+speculative)": engine_label(cell),
                 "quant": cell["quant"],
                 "concurrency": (cell.get("workload_spec") or {}).get("concurrency"),
-                "status": "blocked: " + first_line(cell["blocked"]) if cell.get("blocked") else "",
+                "status": blocked_text(cell),
                 **{key: reference.get(key) for key in keys},
             }
         )
@@ -482,11 +490,11 @@ def paired_gain_columns(
     }
 
 
-def _repeated(metrics: Mapping[str, Any]) -> bool:
+def _repeated(metrics: CellMetrics) -> bool:
     return (metrics.get("repeats") or {}).get("done", 0) >= MIN_REPEATS
 
 
-def repeat_gain_columns(base: Mapping[str, Any], drafter: Mapping[str, Any]) -> dict[str, Any]:
+def repeat_gain_columns(base: CellMetrics, drafter: CellMetrics) -> dict[str, Any]:
     """Both cells repeated ≥ 3 times: the gain's interval from the repeats' figures (a
     t-interval on the difference of means), which includes start-to-start variance."""
 
@@ -513,7 +521,7 @@ def repeat_gain_columns(base: Mapping[str, Any], drafter: Mapping[str, Any]) -> 
 
 
 def spec_gain_table(
-    all_metrics: Sequence[Mapping[str, Any]],
+    all_metrics: Sequence[CellMetrics],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> pd.DataFrame:
     """Each drafter cell beside its base (same model, engine, quant, workload, drafter none).
@@ -534,7 +542,7 @@ def spec_gain_table(
         flags, common, paired = [], {}, {}
         if base is None:
             flags.append("no base cell")
-        elif not base.get("status") == m.get("status") == "done":
+        elif not base.get("status") == m.get("status") == Status.DONE:
             flags.append("a cell of the pair did not finish")
         else:
             if _weights_files(base) != _weights_files(m):
@@ -581,7 +589,7 @@ def spec_gain_table(
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
 
 
-def _weights_files(metrics: Mapping[str, Any]) -> list[str]:
+def _weights_files(metrics: CellMetrics) -> list[str]:
     return [f.get("sha256") for f in (metrics.get("weights") or {}).get("files", [])]
 
 
@@ -610,7 +618,7 @@ def write_table(
     write_text(md_path, to_markdown(frame, title, intro))
 
 
-def load_metrics(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+def load_metrics(paths: Sequence[str | Path]) -> list[CellMetrics]:
     return [json.loads(Path(p).read_text()) for p in paths]
 
 
@@ -639,7 +647,7 @@ FLAG_NOTES = [
 
 
 def summary_intro(
-    all_metrics: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
+    all_metrics: Sequence[CellMetrics], rows: Sequence[Mapping[str, Any]] = ()
 ) -> str:
     """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
     of step with the completed requests (their `spec.cap_note`), and for each flag of
@@ -669,7 +677,7 @@ INDEX_INTRO = (
 
 
 def write_tables(
-    all_metrics: Sequence[Mapping[str, Any]],
+    all_metrics: Sequence[CellMetrics],
     cells: Sequence[Mapping[str, Any]],
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
@@ -715,8 +723,6 @@ def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
 
 
 def aggregate_from_snakemake(sm) -> None:
-    from .report_html import write_tables_html
-
     cells = json.loads(sm.params.cells)
     all_metrics = load_metrics(sm.input.metrics)
     records = load_records(sm.input.requests)
@@ -754,7 +760,7 @@ FIGURE_TITLES = {
 
 
 def _figure_builders():
-    from . import plots
+    from . import plots  # matplotlib: only the figure rules pay its import
 
     return {
         "decode_plot": lambda d: plots.decode_throughput_figure(d["summary"]),
@@ -804,8 +810,6 @@ def figures_from_snakemake(sm) -> None:
 
 def overview_from_snakemake(sm) -> None:
     """The report's front page: the index table and every summary figure, embedded."""
-    from .report_html import overview_fragment
-
     index = pd.read_csv(sm.input.index, dtype=str, keep_default_na=False)
     figures = [
         (FIGURE_TITLES.get(Path(path).stem, Path(path).stem), path) for path in sm.input.figures
@@ -816,8 +820,6 @@ def overview_from_snakemake(sm) -> None:
 def reference_only(configfile: str | Path, out_dir: str | Path) -> pd.DataFrame:
     """Tables of a config's cells and their published figures; nothing is run or read from
     results. Writes summary, index and reference tables (csv + md) into `out_dir`."""
-    from ..config.matrix import load_cells
-
     cells = [cell.to_dict() for cell in load_cells(configfile)]
     out = Path(out_dir)
     write_tables(
@@ -860,7 +862,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.reference_only:
         parser.error("only --reference-only is available here; `snakemake` builds the rest")
-    from ..config.matrix import ConfigError
 
     try:
         table = reference_only(args.configfile, args.out)

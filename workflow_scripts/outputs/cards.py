@@ -14,10 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_text
+from ..cell.machine_use import client_note, interference_note
+from ..engines import adapter_for, known_kinds
 from ..engines.command import with_env
 from ..loadgen.command import client_argv
+from ..loadgen.records import RequestRecord
+from ..vocabulary import CellMetrics, Status
 from .aggregate import context_tokens, engine_label
 from .compact import NOT_RUN, first_line
+from .report_html import data_uri, esc, page, rows_table
+from .stats import bootstrap_intervals, stability
 
 GIB = "GiB (2^30 bytes)"
 HOW = {
@@ -79,7 +86,7 @@ def fmt(value: Any, unit: str = "", digits: int = 2) -> str:
     return f"{text} {unit}".strip()
 
 
-def _dist(metrics: Mapping[str, Any], key: str) -> str:
+def _dist(metrics: CellMetrics, key: str) -> str:
     value = metrics.get(key)
     if not isinstance(value, dict) or value.get("median") is None:
         return "—"
@@ -102,7 +109,7 @@ def parameter_bucket(parameters: str | None) -> str | None:
     return ">100B"
 
 
-def tags(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+def tags(cell: Mapping[str, Any], metrics: CellMetrics) -> list[str]:
     info = cell.get("model_info") or {}
     drafter_spec = cell.get("drafter_spec") or {}
     candidates = [
@@ -118,7 +125,7 @@ def tags(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
         f"conc-{(cell.get('workload_spec') or {}).get('concurrency')}",
         cell["workload"],
         "synthetic" if metrics.get("synthetic") else None,
-        metrics.get("status") if metrics.get("status") != "done" else None,
+        metrics.get("status") if metrics.get("status") != Status.DONE else None,
     ]
     out: list[str] = []
     for tag in candidates:
@@ -172,7 +179,7 @@ def venv_text(spec: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     return text
 
 
-def engine_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+def engine_text(cell: Mapping[str, Any], metrics: CellMetrics) -> str:
     spec = cell.get("engine_spec") or {}
     launch = spec.get("launch")
     if launch == "build":
@@ -187,7 +194,7 @@ def engine_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
     return f"{engine_label(cell)}; adapter {spec.get('kind')}, {how}"
 
 
-def context_text(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+def context_text(cell: Mapping[str, Any], metrics: CellMetrics) -> str:
     window = (cell.get("model_info") or {}).get("context_window")
     server = context_tokens({**cell, "model_info": {}})
     parts = [f"{window} tokens (model)" if window else "model window not given"]
@@ -233,7 +240,7 @@ def memory_how(mem: Mapping[str, Any]) -> str:
     return text + (f". Peak by phase (GiB): {shown}" if shown else "")
 
 
-def completed_value(metrics: Mapping[str, Any]) -> str:
+def completed_value(metrics: CellMetrics) -> str:
     if metrics.get("completed") is None:
         return "—"
     text = f"{metrics['completed']}/{metrics.get('num_prompts', '?')}"
@@ -246,7 +253,7 @@ def completed_value(metrics: Mapping[str, Any]) -> str:
 
 
 def measured_rows(
-    metrics: Mapping[str, Any], reference: Mapping[str, Any]
+    metrics: CellMetrics, reference: Mapping[str, Any]
 ) -> list[tuple[str, str, str, str]]:
     """(figure, measured, published reference, how it was measured)."""
     mem = metrics.get("mem") or {}
@@ -292,7 +299,7 @@ def _reference_value(reference: Mapping[str, Any], *keys: str) -> str:
     return next((str(reference[k]) for k in keys if reference.get(k) is not None), "—")
 
 
-def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Section:
+def spec_section(metrics: CellMetrics, reference: Mapping[str, Any]) -> Section:
     spec = metrics.get("spec") or {}
     per_position = spec.get("per_position") or []
     rows = [
@@ -346,14 +353,14 @@ def spec_section(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> Se
     notes = [spec[key] for key in ("note", "cap_note") if spec.get(key)]
     if spec.get("drafts") == 0:
         notes.append("The drafter proposed no tokens during the measured run.")
-    if not spec and metrics.get("status") != "done":
+    if not spec and metrics.get("status") != Status.DONE:
         notes.append("No acceptance figures: the cell did not run to the end.")
     header = ("Figure", "Measured", "Published reference", "How it was measured")
     return Section("Speculative decoding", header, rows, paragraphs=notes)
 
 
 def client_command(
-    cell: Mapping[str, Any], metrics: Mapping[str, Any], results_dir: str = "results"
+    cell: Mapping[str, Any], metrics: CellMetrics, results_dir: str = "results"
 ) -> list[str]:
     """The standalone load generator's command line (`python -m workflow_scripts.loadgen`)
     for this cell's workload, against the server the cell ran (or its port, if none ran)."""
@@ -371,8 +378,6 @@ def client_command(
 
 def _request_fields(cell: Mapping[str, Any]) -> dict[str, Any]:
     """What a drafter cell's requests add (as `launch.request_fields`, from a cell dict)."""
-    from ..engines import adapter_for, known_kinds
-
     kind = (cell.get("engine_spec") or {}).get("kind")
     if cell.get("drafter") in (None, "none") or kind not in known_kinds():
         return {}
@@ -380,7 +385,7 @@ def _request_fields(cell: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def commands_section(
-    cell: Mapping[str, Any], metrics: Mapping[str, Any], results_dir: str = "results"
+    cell: Mapping[str, Any], metrics: CellMetrics, results_dir: str = "results"
 ) -> Section:
     server = metrics.get("server_command")
     code = []
@@ -402,7 +407,7 @@ def build_rows(engine_info: Mapping[str, Any]) -> list[tuple[str, str]]:
     if engine_info.get("variant"):
         rows.append(("Build variant", str(engine_info["variant"])))
     for attempt in engine_info.get("attempts") or []:
-        if attempt.get("outcome") == "failed":
+        if attempt.get("outcome") == Status.FAILED:
             reason = first_line(attempt.get("reason"), 300) or "no reason recorded"
             key = f" (key {attempt['key']})" if attempt.get("key") else ""
             rows.append(("Build variant that failed", f"{attempt.get('variant')}{key}: {reason}"))
@@ -419,7 +424,7 @@ def build_rows(engine_info: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> Section:
+def provenance_section(cell: Mapping[str, Any], metrics: CellMetrics) -> Section:
     host = metrics.get("host") or {}
     gpus = ", ".join(g.get("name", "?") for g in host.get("gpus") or []) or "none"
     engine_info = metrics.get("engine_info") or {}
@@ -465,10 +470,10 @@ def provenance_section(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> S
     return Section("Provenance", ("Field", "Value"), rows)
 
 
-def notes(cell: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+def notes(cell: Mapping[str, Any], metrics: CellMetrics) -> list[str]:
     out = []
     status = metrics.get("status")
-    if status != "done" and metrics.get("reason"):
+    if status != Status.DONE and metrics.get("reason"):
         out.append(f"{status}: {metrics['reason'].strip()}")
     reference = cell.get("reference") or {}
     if reference:
@@ -520,8 +525,6 @@ INTERVAL_ROWS = [
 def intervals_section(records: Sequence[Any]) -> Section:
     """This run's 95 % intervals (bootstrap over its requests) and its throughput over time:
     how far the figures depend on which requests the run held, and whether it was steady."""
-    from .stats import bootstrap_intervals, stability
-
     intervals = bootstrap_intervals(records)
     rows = []
     for label, key in INTERVAL_ROWS:
@@ -555,11 +558,9 @@ def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f} %"
 
 
-def checks_section(metrics: Mapping[str, Any]) -> Section:
+def checks_section(metrics: CellMetrics) -> Section:
     """What the load client cost and what else ran on the machine during the bench
     (workflow_scripts.cell.machine_use), with each check's verdict."""
-    from ..cell.machine_use import client_note, interference_note
-
     client, other = metrics.get("client") or {}, metrics.get("interference") or {}
     rows = []
     if client:
@@ -614,15 +615,15 @@ def checks_section(metrics: Mapping[str, Any]) -> Section:
     )
 
 
-def status_line(metrics: Mapping[str, Any]) -> str:
+def status_line(metrics: CellMetrics) -> str:
     status = metrics.get("status") or NOT_RUN
     reason = first_line(metrics.get("reason"), 300)
-    return f"{status}: {reason}" if reason and status != "done" else status
+    return f"{status}: {reason}" if reason and status != Status.DONE else status
 
 
 def build_card(
     cell: Mapping[str, Any],
-    metrics: Mapping[str, Any],
+    metrics: CellMetrics,
     plots: Sequence[tuple[str, str]] = (),
     results_dir: str = "results",
     records: Sequence[Any] | None = None,
@@ -655,7 +656,7 @@ def build_card(
     ]
     if cell.get("drafter") not in (None, "none"):
         sections.append(spec_section(metrics, cell.get("reference") or {}))
-    if records and metrics.get("status") == "done":
+    if records and metrics.get("status") == Status.DONE:
         sections.append(intervals_section(records))
     if metrics.get("client") or metrics.get("interference"):
         sections.append(checks_section(metrics))
@@ -692,8 +693,6 @@ def render_markdown(card: Card) -> str:
 
 def render_html(card: Card, image_src: Callable[[str], str]) -> str:
     """`image_src` maps a plot's relative path to what the page embeds (a data URI)."""
-    from .report_html import esc, page, rows_table
-
     parts = [f"<p><strong>Status:</strong> {esc(card.status)}</p>"]
     for section in card.sections:
         parts.append(f"<h2>{esc(section.title)}</h2>")
@@ -744,11 +743,8 @@ def write_card(
 ) -> Card:
     """Read a cell's files, draw its plots and write card.md and card.html (paths in `out`:
     card_md, card_html, latency_plot, memory_plot)."""
-    from ..atomic import write_text
-    from ..loadgen.records import RequestRecord
     from .plots import save_figure
     from .plots_cell import latency_figure, memory_figure, read_memory, read_requests
-    from .report_html import data_uri
 
     metrics = json.loads(Path(metrics_path).read_text())
     status = status_line(metrics)

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..vocabulary import Status
+
 NOT_RUN = "not run"
 REF_PREFIX = "ref_"
 PUBLISHED = " (published)"
@@ -155,7 +157,7 @@ def _published(row: Mapping[str, Any], column: Column) -> Any:
 
 
 def _measured(row: Mapping[str, Any], column: Column) -> str:
-    done = row.get("status") == "done"
+    done = row.get("status") == Status.DONE
     if column.key == "completed":
         return completed_text(row)
     if column.key == "reason":  # why a cell did not finish, on one line

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..loadgen.records import RequestRecord
+from ..vocabulary import Status
 from . import stats
 from .aggregate import to_markdown
 from .comparisons import same_prompts
@@ -91,7 +92,7 @@ def compare_table(
     rows = []
     for cell, a in metrics_a.items():
         b = metrics_b.get(cell)
-        if b is None or not a.get("status") == b.get("status") == "done":
+        if b is None or not a.get("status") == b.get("status") == Status.DONE:
             continue
         changes, basis = cell_changes(a, b, records_a.get(cell), records_b.get(cell))
         row: dict[str, Any] = {"cell": cell}

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..loadgen.records import OK, RequestRecord
+from ..vocabulary import Status
 from .aggregate import load_metrics, load_records, merge_with_cells, to_markdown
 from .compact import is_missing
 from .repeats import collapse_repeats, repeat_figures
@@ -96,7 +97,7 @@ def pair_axis(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
 
 def comparison_pairs(all_metrics: Sequence[Mapping[str, Any]]) -> list[Pair]:
     """Every pair of done cells with an axis, in config order (`all_metrics` in that order)."""
-    done = [m for m in all_metrics if m.get("status") == "done"]
+    done = [m for m in all_metrics if m.get("status") == Status.DONE]
     return [
         Pair(axis, a, b)
         for i, a in enumerate(done)

@@ -17,6 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from ..vocabulary import Status
+
 BASE_COLOR = "#4c72b0"
 DRAFTER_COLOR = "#dd8452"
 REFERENCE_COLOR = "#8c8c8c"
@@ -100,7 +102,7 @@ def decode_throughput_figure(summary: pd.DataFrame):
     height = 0.5 * (positions[-1] + 2) + 1.2
     fig, ax = plt.subplots(figsize=(9, max(height, 2.5)))
     values = [
-        float(v) if s == "done" and not _missing(v) else 0.0
+        float(v) if s == Status.DONE and not _missing(v) else 0.0
         for v, s in zip(frame["decode_tok_s"], frame["status"], strict=True)
     ]
     colors = [BASE_COLOR if d == "none" else DRAFTER_COLOR for d in frame["drafter"]]
@@ -109,7 +111,7 @@ def decode_throughput_figure(summary: pd.DataFrame):
     ax.set_yticks(positions, [_cell_label(r) for r in frame.itertuples()], fontsize=8)
     top = max([v + (error[1][i] if error else 0.0) for i, v in enumerate(values)] + [1.0])
     for i, (y, value, row) in enumerate(zip(positions, values, frame.itertuples(), strict=True)):
-        text = f" {value:.1f}" if row.status == "done" else f" {row.status}"
+        text = f" {value:.1f}" if row.status == Status.DONE else f" {row.status}"
         ax.text(value + (error[1][i] if error else 0.0), y, text, va="center", fontsize=8)
     for title, y in titles:
         ax.text(0, y, title, fontsize=9, fontweight="bold", va="center")
@@ -201,7 +203,9 @@ def peak_memory_figure(summary: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(frame) + 1.6))
     y = list(range(len(frame)))
     ax.barh(y, frame["peak_mem_gib"].astype(float), color=BASE_COLOR)
-    labels = [r.cell + ("" if r.status == "done" else f" [{r.status}]") for r in frame.itertuples()]
+    labels = [
+        r.cell + ("" if r.status == Status.DONE else f" [{r.status}]") for r in frame.itertuples()
+    ]
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("peak MemAvailable drop from the pre-launch baseline (GiB, 2^30 bytes)")
@@ -213,7 +217,7 @@ def peak_memory_figure(summary: pd.DataFrame):
 
 def concurrency_series(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Cells that differ only in concurrency, as series with at least two concurrencies."""
-    done = summary[(summary["status"] == "done") & summary["concurrency"].notna()]
+    done = summary[(summary["status"] == Status.DONE) & summary["concurrency"].notna()]
     series = {}
     for key, group in done.groupby(["model", "engine", "quant", "drafter"], sort=False):
         if group["concurrency"].nunique() >= 2:
@@ -275,7 +279,7 @@ def measured_vs_reference_figure(summary: pd.DataFrame):
     axes = [axes] if len(panels) == 1 else list(axes)
     for ax, (key, label) in zip(axes, panels, strict=True):
         measured = [
-            0.0 if _missing(v) or s != "done" else float(v)
+            0.0 if _missing(v) or s != Status.DONE else float(v)
             for v, s in zip(frame[key], frame["status"], strict=True)
         ]
         published = [0.0 if _missing(v) else float(v) for v in frame[f"ref_{key}"]]
@@ -289,7 +293,7 @@ def measured_vs_reference_figure(summary: pd.DataFrame):
             label="published reference",
         )
         for i, (value, status) in enumerate(zip(measured, frame["status"], strict=True)):
-            text = f" {value:.1f}" if status == "done" else f" {status}"
+            text = f" {value:.1f}" if status == Status.DONE else f" {status}"
             ax.text(value, i - 0.2, text, va="center", fontsize=8)
             if published[i]:
                 ax.text(published[i], i + 0.2, f" {published[i]:.1f}", va="center", fontsize=8)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..loadgen.metrics import tpot_s
 from ..loadgen.records import OK, RequestRecord
+from ..vocabulary import Status
 from .plots import message_figure, plt
 
 KIB_PER_GIB = 2**20
@@ -75,7 +76,7 @@ def _cdf(ax, values: Sequence[float], xlabel: str, title: str) -> None:
     ax.grid(alpha=0.3)
 
 
-def latency_figure(records: Sequence[Mapping[str, Any]], cell: str, status: str = "done"):
+def latency_figure(records: Sequence[Mapping[str, Any]], cell: str, status: str = Status.DONE):
     """CDFs of TTFT and TPOT over one cell's completed requests."""
     samples = latency_samples_ms(records)
     if not samples["ttft_ms"]:
@@ -114,7 +115,7 @@ def baseline_kib(rows: Sequence[Mapping[str, Any]]) -> float | None:
     return statistics.median(base) if base else None
 
 
-def memory_figure(rows: Sequence[Mapping[str, Any]], cell: str, status: str = "done"):
+def memory_figure(rows: Sequence[Mapping[str, Any]], cell: str, status: str = Status.DONE):
     """MemAvailable drop from the pre-launch baseline, server RSS and GPU memory over time (GiB),
     with the run's phases shaded."""
     base = baseline_kib(rows)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.matrix import repeat_of
+from ..vocabulary import Status
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
@@ -47,7 +48,7 @@ def _mean(values: Sequence[Any]) -> float | None:
 
 def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Repeats of one cell (in repeat order) -> one metrics record under the cell's own id."""
-    done = [m for m in runs if m.get("status") == "done"]
+    done = [m for m in runs if m.get("status") == Status.DONE]
     out = copy.deepcopy(dict(done[0] if done else runs[0]))
     out["cell"] = base_cell
     out["repeats"] = {
@@ -102,7 +103,7 @@ def collapse_repeats(
             out_metrics.append(runs[0])  # run once: exactly as without repeats
         else:
             out_metrics.append(combine(base, runs))
-        first = next((m for m in runs if m.get("status") == "done"), runs[0])
+        first = next((m for m in runs if m.get("status") == Status.DONE), runs[0])
         if first["cell"] in records:
             out_records[base] = records[first["cell"]]
     base_cells = None if cells is None else [c for c in cells if repeat_of(c["id"])[1] == 1]

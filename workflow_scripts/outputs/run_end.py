@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..vocabulary import Status
 from .compact import NOT_RUN, clip, compact_view, summary_row
 
 # Compact columns the terminal shows, and whether each is a number (right-aligned).
@@ -21,13 +22,13 @@ TERMINAL_COLUMNS = [
     ("reason", False),
 ]
 TERMINAL_REASON_CHARS = 72
-COUNTED = ("blocked", NOT_RUN)  # counted beside the failed ones
+COUNTED = (Status.BLOCKED, NOT_RUN)  # counted beside the failed ones
 
 
 def outcome_line(statuses: Sequence[str]) -> str:
     """`1 of 5 cells failed; 1 blocked.`, or `5 of 5 cells done.`"""
     total = len(statuses)
-    failed = statuses.count("failed")
+    failed = statuses.count(Status.FAILED)
     head = (
         f"{failed} of {total} cells failed"
         if failed

