@@ -9,15 +9,14 @@ sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError
 
-from workflow_scripts.outputs.aggregate import optional_summary_figures
 from workflow_scripts.atomic import canonical_json
-from workflow_scripts.outputs.cards import report_labels
 from workflow_scripts.cell.failures import failure_count
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_cells, validate_config
-from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.config.resources import resources_by_cell, without_resources
+from workflow_scripts.outputs.labels import optional_summary_figures, report_labels
 from workflow_scripts.outputs.run_end import print_run_end
+from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.weights.fetch import (
     step_engine,
     weights_dependencies,
@@ -133,36 +132,17 @@ def cell_failures(wildcards):
     return failure_count(FAILURES, wildcards.cell)
 
 
-# The cell rule's resources (workflow_scripts.config.resources): what the Slurm executor requests, and
-# what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
+# The cell rule's resources (workflow_scripts.config.resources): what the Slurm executor requests,
+# and what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
 
 
-def cell_gpu(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["gpu"]
+def cell_resource(key):
+    """The cell rule's resource `key`, looked up per cell (validation filled in the defaults)."""
 
+    def of_cell(wildcards):
+        return CELL_RESOURCES[wildcards.cell].get(key)
 
-def cell_mem_mb(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["mem_mb"]
-
-
-def cell_runtime(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["runtime"]
-
-
-def cell_cpus_per_task(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["cpus_per_task"]
-
-
-def cell_slurm_partition(wildcards):
-    return CELL_RESOURCES[wildcards.cell].get("slurm_partition")
-
-
-def cell_slurm_account(wildcards):
-    return CELL_RESOURCES[wildcards.cell].get("slurm_account")
-
-
-def cell_slurm_extra(wildcards):
-    return CELL_RESOURCES[wildcards.cell].get("slurm_extra")
+    return of_cell
 
 
 def all_cell_metrics():
@@ -179,10 +159,6 @@ def all_cell_requests():
 
 def cell_dicts():
     return [cell.to_dict() for cell in CELLS.values()]
-
-
-def all_cell_requests():
-    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in CELLS]
 
 
 def summary_figures():
@@ -216,13 +192,10 @@ def cell_report_subcategory(wildcards):
     return CELLS[wildcards.cell].model
 
 
-def card_report_labels(wildcards):
-    return report_labels(CELLS[wildcards.cell].to_dict(), "result card")
+def cell_report_labels(figure):
+    """A cell's labels in the report for one of its figures (workflow_scripts.outputs.labels)."""
 
+    def of_cell(wildcards):
+        return report_labels(CELLS[wildcards.cell].to_dict(), figure)
 
-def latency_report_labels(wildcards):
-    return report_labels(CELLS[wildcards.cell].to_dict(), "TTFT and TPOT")
-
-
-def memory_report_labels(wildcards):
-    return report_labels(CELLS[wildcards.cell].to_dict(), "memory over time")
+    return of_cell

@@ -14,14 +14,14 @@ rule card:
             caption="../report/card.rst",
             category="Cells",
             subcategory=cell_report_subcategory,
-            labels=card_report_labels,
+            labels=cell_report_labels("result card"),
         ),
         latency_plot=report(
             f"{RESULTS}/cells/{{cell}}/latency.png",
             caption="../report/cell_latency.rst",
             category="Cells",
             subcategory=cell_report_subcategory,
-            labels=latency_report_labels,
+            labels=cell_report_labels("TTFT and TPOT"),
         ),
         latency_svg=f"{RESULTS}/cells/{{cell}}/latency.svg",
         memory_plot=report(
@@ -29,7 +29,7 @@ rule card:
             caption="../report/cell_memory.rst",
             category="Memory",
             subcategory=cell_report_subcategory,
-            labels=memory_report_labels,
+            labels=cell_report_labels("memory over time"),
         ),
         memory_svg=f"{RESULTS}/cells/{{cell}}/memory.svg",
     log:

@@ -121,7 +121,7 @@ def _records(cell_done: dict[int, int]) -> list[RequestRecord]:
 
 
 def test_pairs_that_completed_different_prompts_get_common_subset_figures():
-    from workflow_scripts.outputs.aggregate import spec_gain_table
+    from workflow_scripts.outputs.spec_gain import spec_gain_table
 
     base = {"cell": "m__e__q__none__w", "model": "m", "engine": "e", "quant": "q",
             "workload": "w", "drafter": "none", "status": "done", "decode_tok_s": 10.0}

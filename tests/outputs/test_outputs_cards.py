@@ -16,7 +16,7 @@ from tests.support.outputs import (
     cell_files,
     fixture_metrics,
 )
-from workflow_scripts.outputs import cards
+from workflow_scripts.outputs import cards, labels
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = [
@@ -150,8 +150,8 @@ def test_parameter_bucket(parameters, bucket):
 
 
 def test_report_labels_name_the_cell():
-    labels = cards.report_labels(cell_by_id(DRAFTER), "result card")
-    assert labels == {
+    found = labels.report_labels(cell_by_id(DRAFTER), "result card")
+    assert found == {
         "cell": DRAFTER,
         "engine": "llamacpp-local",
         "quant": "q4_0",

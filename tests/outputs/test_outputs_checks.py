@@ -14,7 +14,7 @@ import pytest
 from tests.support.outputs import BASE, BASE_C4, DRAFTER, cell_by_id, fixture_cells, fixture_metrics
 from workflow_scripts.cell import machine_use as mu
 from workflow_scripts.cell.memory import KIB_PER_GIB, MemorySample
-from workflow_scripts.outputs import aggregate, cards
+from workflow_scripts.outputs import cards, tables, writers
 from workflow_scripts.outputs.repeats import combine
 
 
@@ -60,7 +60,7 @@ def out_paths(tmp_path) -> dict:
 
 
 def test_summary_has_the_checks_and_lists_each_flagged_cell(tmp_path, metrics):
-    aggregate.write_tables(list(metrics.values()), fixture_cells(), out_paths(tmp_path))
+    writers.write_tables(list(metrics.values()), fixture_cells(), out_paths(tmp_path))
     rows = pd.read_csv(tmp_path / "summary.csv").set_index("cell")
     assert rows.loc[BASE, "client_limited"] and not rows.loc[BASE, "interference"]
     assert rows.loc[BASE, "client_max_process_percent_of_core"] == pytest.approx(95.0)
@@ -101,5 +101,5 @@ def test_a_flag_raised_in_one_repeat_stays_on_the_cell(metrics):
     assert not folded["client"]["limited"]
     note = mu.interference_note(folded["interference"])
     assert note.endswith(f"in run `{DRAFTER}__r2`")
-    row = aggregate.check_columns(folded)
+    row = tables.check_columns(folded)
     assert row["interference"] and row["interference_note"] == note

@@ -29,7 +29,7 @@ from tests.support.outputs import (
 from tests.support.pipeline import run_snakemake
 from workflow_scripts.config.matrix import repeat_id
 from workflow_scripts.loadgen.metrics import compute_metrics
-from workflow_scripts.outputs import aggregate, comparisons, stats
+from workflow_scripts.outputs import comparisons, stats, writers
 from workflow_scripts.outputs.repeats import collapse_repeats
 
 OUTPUTS = ("comparisons.csv", "comparisons.md", "comparisons.html")
@@ -46,7 +46,7 @@ def variant(metrics: dict, engine: str | None = None, quant: str | None = None) 
 
 @pytest.fixture
 def records():
-    return aggregate.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
+    return writers.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
 
 
 def test_cells_pair_when_only_engine_or_quant_differs(tmp_path):

@@ -9,14 +9,14 @@ import pytest
 
 from tests.support.outputs import BASE, DRAFTER, FAILED, FIXTURES, fixture_cells, fixture_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
-from workflow_scripts.outputs import aggregate
+from workflow_scripts.outputs import spec_gain, tables, writers
 from workflow_scripts.outputs.compact import compact_view, summary_row
 from workflow_scripts.outputs.stats import NO_DIFFERENCE
 
 
 @pytest.fixture
 def records():
-    return aggregate.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
+    return writers.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
 
 
 def out_paths(tmp_path) -> dict:
@@ -29,7 +29,7 @@ def out_paths(tmp_path) -> dict:
 
 def test_summary_csv_appends_each_figures_interval_from_a_bootstrap(tmp_path, records):
     metrics = fixture_metrics(tmp_path)
-    aggregate.write_tables(
+    writers.write_tables(
         list(metrics.values()), fixture_cells(), out_paths(tmp_path), None, records
     )
     rows = pd.read_csv(tmp_path / "summary.csv").set_index("cell")
@@ -48,7 +48,7 @@ def test_summary_csv_appends_each_figures_interval_from_a_bootstrap(tmp_path, re
 
 def test_summary_md_shows_value_plus_minus_half_width_and_its_source(tmp_path, records):
     metrics = fixture_metrics(tmp_path)
-    aggregate.write_tables(
+    writers.write_tables(
         list(metrics.values()), fixture_cells(), out_paths(tmp_path), None, records
     )
     csv_row = pd.read_csv(tmp_path / "summary.csv").set_index("cell").loc[BASE]
@@ -80,7 +80,7 @@ def test_compact_view_on_hand_made_rows_with_intervals():
 
 def test_spec_gain_has_the_paired_interval_and_verdict(tmp_path, records):
     metrics = fixture_metrics(tmp_path)
-    aggregate.write_tables(
+    writers.write_tables(
         list(metrics.values()), fixture_cells(), out_paths(tmp_path), None, records
     )
     gain = pd.read_csv(tmp_path / "spec_gain.csv").set_index("drafter_cell").loc[DRAFTER]
@@ -128,12 +128,12 @@ def test_spec_gain_verdict_on_hand_made_records():
     fast = {**base, "cell": "m__e__q__fast__w", "drafter": "fast"}
     same = {**base, "cell": "m__e__q__same__w", "drafter": "same"}
     records = {base["cell"]: _run(0.02), fast["cell"]: _run(0.01), same["cell"]: _run(0.02)}
-    table = aggregate.spec_gain_table([base, fast, same], records).set_index("drafter_cell")
+    table = spec_gain.spec_gain_table([base, fast, same], records).set_index("drafter_cell")
     assert table.loc[fast["cell"], "verdict"] == "faster"
     assert table.loc[fast["cell"], "tpot_change_pct"] == pytest.approx(-50, abs=1)
     assert table.loc[same["cell"], "verdict"] == NO_DIFFERENCE
     # without records there is nothing to pair: no interval, no verdict
-    assert pd.isna(aggregate.spec_gain_table([base, fast]).loc[0, "verdict"])
+    assert pd.isna(spec_gain.spec_gain_table([base, fast]).loc[0, "verdict"])
 
 
 def test_decode_figure_draws_error_bars_and_spec_gain_figure_its_interval(tmp_path, records):
@@ -145,8 +145,8 @@ def test_decode_figure_draws_error_bars_and_spec_gain_figure_its_interval(tmp_pa
         return next(c for c in fig.axes[0].containers if isinstance(c, BarContainer))
 
     cells = fixture_cells()
-    merged = aggregate.merge_with_cells(list(fixture_metrics(tmp_path).values()), cells)
-    summary = aggregate.summary_table(merged, cells, records)
+    merged = tables.merge_with_cells(list(fixture_metrics(tmp_path).values()), cells)
+    summary = tables.summary_table(merged, cells, records)
     fig = plots.decode_throughput_figure(summary)
     bars = bar_container(fig)
     assert bars.errorbar is not None  # xerr drawn
@@ -154,12 +154,12 @@ def test_decode_figure_draws_error_bars_and_spec_gain_figure_its_interval(tmp_pa
     row = summary.set_index("cell").loc[BASE]
     spans = {(round(s[0][0], 6), round(s[1][0], 6)) for s in segments}
     assert (round(row["decode_tok_s_lo"], 6), round(row["decode_tok_s_hi"], 6)) in spans
-    spec_gain = aggregate.spec_gain_table(merged, records)
-    texts = [t.get_text() for t in plots.spec_gain_figure(spec_gain).axes[0].texts]
-    gain = spec_gain.iloc[0]
+    gains = spec_gain.spec_gain_table(merged, records)
+    texts = [t.get_text() for t in plots.spec_gain_figure(gains).axes[0].texts]
+    gain = gains.iloc[0]
     assert any(f"[{gain['decode_gain_lo_pct']:+.1f}, " in t for t in texts), texts
     # without records: plain bars, as before
-    plain = plots.decode_throughput_figure(aggregate.summary_table(merged, cells))
+    plain = plots.decode_throughput_figure(tables.summary_table(merged, cells))
     assert bar_container(plain).errorbar is None
 
 
@@ -189,7 +189,7 @@ def test_summary_flags_a_cell_whose_throughput_drifted(tmp_path):
         {**identity, **compute_metrics(drifting), "cell": "m__e__q__none__b", "workload": "b"},
     ]
     records = {"m__e__q__none__a": steady, "m__e__q__none__b": drifting}
-    aggregate.write_tables(metrics, [], out_paths(tmp_path), None, records)
+    writers.write_tables(metrics, [], out_paths(tmp_path), None, records)
     rows = pd.read_csv(tmp_path / "summary.csv").set_index("cell")
     assert not rows.loc["m__e__q__none__a", "unstable"]
     assert rows.loc["m__e__q__none__b", "unstable"]

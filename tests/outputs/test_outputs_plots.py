@@ -18,7 +18,9 @@ from tests.support.outputs import (
     fixture_metrics,
 )
 from workflow_scripts.cell.memory import PHASES
-from workflow_scripts.outputs import aggregate, plots, plots_cell
+from workflow_scripts.outputs import plots, plots_cell
+from workflow_scripts.outputs.spec_gain import SPEC_GAIN_COLUMNS, spec_gain_table
+from workflow_scripts.outputs.tables import merge_with_cells, summary_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -26,8 +28,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture
 def tables(tmp_path):
     cells = fixture_cells()
-    merged = aggregate.merge_with_cells(list(fixture_metrics(tmp_path).values()), cells)
-    return aggregate.summary_table(merged, cells), aggregate.spec_gain_table(merged)
+    merged = merge_with_cells(list(fixture_metrics(tmp_path).values()), cells)
+    return summary_table(merged, cells), spec_gain_table(merged)
 
 
 def latency_samples() -> dict:
@@ -139,6 +141,6 @@ def test_reference_figure_pairs_measured_and_published(tables):
 
 
 def test_spec_gain_figure_without_drafters_says_so():
-    empty = pd.DataFrame(columns=aggregate.SPEC_GAIN_COLUMNS)
+    empty = pd.DataFrame(columns=SPEC_GAIN_COLUMNS)
     fig = plots.spec_gain_figure(empty)
     assert "no drafter cells" in fig.axes[0].texts[0].get_text()

@@ -33,7 +33,7 @@ def reference_only(configfile, out, cwd) -> subprocess.CompletedProcess:
     argv = [
         sys.executable,
         "-m",
-        "workflow_scripts.outputs.aggregate",
+        "workflow_scripts.outputs.reference",
         "--configfile",
         str(configfile),
         "--reference-only",

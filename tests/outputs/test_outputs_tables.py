@@ -19,7 +19,7 @@ from tests.support.outputs import (
     fixture_metrics,
 )
 from workflow_scripts.config.matrix import load_cells
-from workflow_scripts.outputs import aggregate
+from workflow_scripts.outputs import compact, labels, spec_gain, tables, writers
 from workflow_scripts.outputs.compact import REASON_CHARS, compact_view, summary_row
 from workflow_scripts.outputs.report_html import html_table
 
@@ -36,11 +36,11 @@ def metrics(tmp_path):
 
 @pytest.fixture
 def summary(metrics, cells):
-    return aggregate.summary_table(list(metrics.values()), cells).set_index("cell")
+    return tables.summary_table(list(metrics.values()), cells).set_index("cell")
 
 
 def test_summary_lists_every_cell_in_config_order_with_status_and_reason(metrics, cells):
-    frame = aggregate.summary_table(list(metrics.values()), cells)
+    frame = tables.summary_table(list(metrics.values()), cells)
     assert list(frame["cell"]) == [cell["id"] for cell in cells]
     rows = frame.set_index("cell")
     assert rows.loc[BASE, "status"] == "done"
@@ -54,7 +54,7 @@ def test_summary_lists_every_cell_in_config_order_with_status_and_reason(metrics
     )
     assert rows.loc[BLOCKED, "status"] == "blocked"
     assert rows.loc[BLOCKED, "reason"] == "a test cell that is listed, never run"
-    assert set(aggregate.SUMMARY_COLUMNS) <= set(frame.columns)
+    assert set(tables.SUMMARY_COLUMNS) <= set(frame.columns)
 
 
 def test_reference_figures_sit_in_their_own_columns(summary, metrics):
@@ -70,23 +70,23 @@ def test_reference_figures_sit_in_their_own_columns(summary, metrics):
 def test_extra_reference_keys_get_ref_columns():
     cell = fixture_cells()[0]
     cell["reference"] = {"decode_tok_s": 1.0, "req_per_s": 3.352, "source": "a paper"}
-    frame = aggregate.summary_table([], [cell])
+    frame = tables.summary_table([], [cell])
     assert {"ref_req_per_s", "ref_source", "ref_decode_tok_s"} <= set(frame.columns)
     assert frame.loc[0, "ref_req_per_s"] == 3.352
-    assert frame.loc[0, "status"] == aggregate.NOT_RUN
+    assert frame.loc[0, "status"] == compact.NOT_RUN
 
 
 def test_index_view_has_the_seed_columns_and_says_what_happened(summary, cells):
-    index = aggregate.index_table(summary.reset_index(), cells).set_index("Configuration")
+    index = tables.index_table(summary.reset_index(), cells).set_index("Configuration")
     assert list(index.reset_index().columns) == [
-        *aggregate.INDEX_COLUMNS,
-        aggregate.INDEX_REFERENCE_COLUMN,
+        *tables.INDEX_COLUMNS,
+        tables.INDEX_REFERENCE_COLUMN,
     ]
     assert index.loc[BASE, "Completed"] == "6/6"
     assert index.loc[BASE, "Ctx"] == 4096
     assert index.loc[BASE, "Conc"] == 2
     assert index.loc[BASE, "Decode tok/s"] == f"{summary.loc[BASE, 'decode_tok_s']:.2f}"
-    assert index.loc[BASE, aggregate.INDEX_REFERENCE_COLUMN] == "120.00"
+    assert index.loc[BASE, tables.INDEX_REFERENCE_COLUMN] == "120.00"
     assert index.loc[DRAFTER, "Engine (+speculative)"] == (
         "llamacpp-local + ngram (ngram-simple, n_max 8)"
     )
@@ -99,13 +99,13 @@ def test_index_view_has_the_seed_columns_and_says_what_happened(summary, cells):
 def test_index_without_references_has_no_published_column(metrics, cells):
     for cell in cells:
         cell["reference"] = {}
-    frame = aggregate.summary_table(list(metrics.values()), cells)
-    assert list(aggregate.index_table(frame, cells).columns) == aggregate.INDEX_COLUMNS
+    frame = tables.summary_table(list(metrics.values()), cells)
+    assert list(tables.index_table(frame, cells).columns) == tables.INDEX_COLUMNS
 
 
 def test_spec_gain_pairs_each_drafter_with_its_base(metrics, cells):
-    merged = aggregate.merge_with_cells(list(metrics.values()), cells)
-    gain = aggregate.spec_gain_table(merged).set_index("drafter_cell")
+    merged = tables.merge_with_cells(list(metrics.values()), cells)
+    gain = spec_gain.spec_gain_table(merged).set_index("drafter_cell")
     expected = 100 * (metrics[DRAFTER]["decode_tok_s"] / metrics[BASE]["decode_tok_s"] - 1)
     assert gain.loc[DRAFTER, "base_cell"] == BASE
     assert gain.loc[DRAFTER, "decode_gain_pct"] == pytest.approx(expected)
@@ -121,7 +121,7 @@ def test_write_tables_writes_every_file_and_links_the_cards(tmp_path, metrics, c
         for name in ("summary", "index", "spec_gain")
         for ext in ("csv", "md")
     }
-    aggregate.write_tables(list(metrics.values()), cells, out)
+    writers.write_tables(list(metrics.values()), cells, out)
     for path in out.values():
         assert path.stat().st_size > 0, path
     index_md = (tmp_path / "index.md").read_text()
@@ -133,12 +133,12 @@ def test_write_tables_writes_every_file_and_links_the_cards(tmp_path, metrics, c
 
 
 def test_optional_figures_follow_the_matrix(cells):
-    assert aggregate.optional_summary_figures(cells) == [
+    assert labels.optional_summary_figures(cells) == [
         "throughput_vs_concurrency",
         "measured_vs_reference",
     ]
     default = [cell.to_dict() for cell in load_cells(REPO / "config.yaml")]
-    assert aggregate.optional_summary_figures(default) == []
+    assert labels.optional_summary_figures(default) == []
 
 
 # summary.csv's header before build variants: a contract, every column kept in its place.
@@ -174,10 +174,10 @@ def out_paths(tmp_path) -> dict:
 
 def test_summary_csv_keeps_every_column_and_appends_the_build_variant(tmp_path, metrics, cells):
     metrics[BASE]["engine_info"] = {**metrics[BASE]["engine_info"], "variant": "native-no-amx"}
-    aggregate.write_tables(list(metrics.values()), cells, out_paths(tmp_path))
+    writers.write_tables(list(metrics.values()), cells, out_paths(tmp_path))
     csv_text = (tmp_path / "summary.csv").read_text()
     assert csv_text.splitlines()[0] == ",".join(
-        [CSV_HEADER_BEFORE, "build_variant", *aggregate.LATER_COLUMNS[1:]]
+        [CSV_HEADER_BEFORE, "build_variant", *tables.LATER_COLUMNS[1:]]
     )
     rows = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False).set_index("cell")
     assert rows.loc[BASE, "build_variant"] == "native-no-amx"
@@ -185,7 +185,7 @@ def test_summary_csv_keeps_every_column_and_appends_the_build_variant(tmp_path, 
 
 
 def test_summary_md_shows_the_compact_view_and_says_where_every_column_is(tmp_path, metrics, cells):
-    aggregate.write_tables(list(metrics.values()), cells, out_paths(tmp_path))
+    writers.write_tables(list(metrics.values()), cells, out_paths(tmp_path))
     text = (tmp_path / "summary.md").read_text()
     assert "summary.csv holds every column" in text
     header = next(line for line in text.splitlines() if line.startswith("| cell"))
@@ -261,9 +261,9 @@ def test_summary_flags_acceptance_the_time_cap_put_out_of_step(tmp_path, metrics
         for name in ("summary", "index", "spec_gain")
         for ext in ("csv", "md")
     }
-    aggregate.write_tables([*(m for c, m in metrics.items() if c != DRAFTER), capped], cells, out)
+    writers.write_tables([*(m for c, m in metrics.items() if c != DRAFTER), capped], cells, out)
     text = (tmp_path / "summary.md").read_text()
     assert f"- `{DRAFTER}`: {note}" in text
     assert f"`{BASE}`" not in text.split("|")[0]
-    aggregate.write_tables(list(metrics.values()), cells, out)
+    writers.write_tables(list(metrics.values()), cells, out)
     assert "read with care" not in (tmp_path / "summary.md").read_text()

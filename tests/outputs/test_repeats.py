@@ -15,7 +15,7 @@ from tests.support.outputs import BASE, BLOCKED, CONFIG, DRAFTER, FAILED, FIXTUR
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.config.matrix import build_cells, repeat_id, repeat_of, validate_config
 from workflow_scripts.config.resources import resources_by_cell
-from workflow_scripts.outputs import aggregate
+from workflow_scripts.outputs import aggregate, spec_gain, tables, writers
 from workflow_scripts.outputs.repeats import collapse_repeats
 from workflow_scripts.outputs.stats import t_interval
 
@@ -100,8 +100,8 @@ def out_paths(tmp_path) -> dict:
 
 def test_summary_folds_repeats_into_one_row_with_a_repeats_interval(tmp_path):
     metrics = repeated_metrics(tmp_path)
-    records = aggregate.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
-    aggregate.write_tables(metrics, repeat_cells(), out_paths(tmp_path), None, records)
+    records = writers.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
+    writers.write_tables(metrics, repeat_cells(), out_paths(tmp_path), None, records)
     rows = pd.read_csv(tmp_path / "summary.csv").set_index("cell")
     assert not any("__r" in cell for cell in rows.index)  # one row per cell
     base = rows.loc[BASE]
@@ -126,7 +126,7 @@ def test_spec_gain_from_repeats_says_so(tmp_path):
     metrics = repeated_metrics(
         tmp_path, decode=(30.0, 30.5, 29.5), drafter_decode=(36.0, 36.6, 35.4)
     )
-    table = aggregate.spec_gain_table(*collapse_repeats(metrics, repeat_cells())[::2])
+    table = spec_gain.spec_gain_table(*collapse_repeats(metrics, repeat_cells())[::2])
     row = table.set_index("drafter_cell").loc[DRAFTER]
     assert row["base_cell"] == BASE
     assert row["decode_gain_pct"] == pytest.approx(20.0)
@@ -136,7 +136,7 @@ def test_spec_gain_from_repeats_says_so(tmp_path):
 
 def test_two_repeats_give_a_mean_and_no_interval(tmp_path):
     metrics = repeated_metrics(tmp_path, decode=(30.0, 34.0))
-    rows = aggregate.summary_table(*collapse_repeats(metrics, repeat_cells())[:2])
+    rows = tables.summary_table(*collapse_repeats(metrics, repeat_cells())[:2])
     base = rows.set_index("cell").loc[BASE]
     assert base["decode_tok_s"] == pytest.approx(32.0) and base["repeats"] == 2
     assert pd.isna(base["decode_tok_s_lo"]) and pd.isna(base["interval_source"])

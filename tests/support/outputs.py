@@ -68,16 +68,16 @@ def fixture_tables(workdir: Path) -> dict[str, list[list[str]]]:
     their request records) under `workdir`, read back as rows of text."""
     import csv
 
-    from workflow_scripts.outputs import aggregate
+    from workflow_scripts.outputs import writers
 
-    records = aggregate.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
+    records = writers.load_records(sorted((FIXTURES / "cells").glob("*/requests.jsonl")))
     out = {
         f"{name}_{ext}": workdir / f"{name}.{ext}"
         for name in ("summary", "index", "spec_gain")
         for ext in ("csv", "md")
     }
     metrics = list(fixture_metrics(workdir).values())
-    aggregate.write_tables(metrics, fixture_cells(), out, None, records)
+    writers.write_tables(metrics, fixture_cells(), out, None, records)
     return {
         name: list(csv.reader(out[f"{name}_csv"].read_text().splitlines()))
         for name in ("summary", "spec_gain")

@@ -21,8 +21,8 @@ from ..engines.command import with_env
 from ..loadgen.command import client_argv
 from ..loadgen.records import RequestRecord
 from ..vocabulary import CellMetrics, Status
-from .aggregate import context_tokens, engine_label
 from .compact import NOT_RUN, first_line
+from .labels import context_tokens, engine_label
 from .report_html import data_uri, esc, page, rows_table
 from .stats import bootstrap_intervals, stability
 
@@ -713,18 +713,6 @@ def render_html(card: Card, image_src: Callable[[str], str]) -> str:
     tags = "".join(f'<span class="tag">{esc(t)}</span>' for t in card.tags)
     parts.append(f"<p><strong>Tags:</strong> {tags}</p>")
     return page(card.title, "".join(parts))
-
-
-def report_labels(cell: Mapping[str, Any], figure: str) -> dict[str, str]:
-    """Labels of a cell's outputs in the Snakemake report (its model is the subcategory)."""
-    return {
-        "cell": cell["id"],
-        "engine": cell["engine"],
-        "quant": cell["quant"],
-        "drafter": cell["drafter"],
-        "workload": cell["workload"],
-        "figure": figure,
-    }
 
 
 # Caption and output key of each per-cell figure the card shows.

@@ -23,10 +23,10 @@ from ..atomic import write_text
 from ..loadgen.records import RequestRecord
 from ..vocabulary import Status
 from . import stats
-from .aggregate import to_markdown
 from .comparisons import same_prompts
 from .repeats import collapse_repeats
 from .stats import HIGHER_IS_BETTER, SLOWER, Change
+from .writers import to_markdown
 
 FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
 SHORT = {"decode_tok_s": "decode", "ttft_median_ms": "ttft", "tpot_median_ms": "tpot"}

@@ -19,11 +19,12 @@ import pandas as pd
 from ..atomic import write_text
 from ..loadgen.records import OK, RequestRecord
 from ..vocabulary import Status
-from .aggregate import load_metrics, load_records, merge_with_cells, to_markdown
 from .compact import is_missing
 from .repeats import collapse_repeats, repeat_figures
 from .report_html import write_tables_html
 from .stats import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
+from .tables import merge_with_cells
+from .writers import load_metrics, load_records, to_markdown
 
 QUANT, ENGINE, ENGINE_QUANT = "quant", "engine", "engine+quant"
 # The figures the spec gain and `compare` give intervals for; lower latency is faster.
