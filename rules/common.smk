@@ -125,7 +125,7 @@ def cell_inputs(wildcards):
 
 def cell_settings(wildcards):
     """Published reference figures feed only cards and tables: editing one never reruns a cell."""
-    return canonical_json({**CELLS[wildcards.cell].to_dict(), "reference": {}})
+    return canonical_json({**CELL_DICTS[wildcards.cell], "reference": {}})
 
 
 def cell_failures(wildcards):
@@ -157,16 +157,20 @@ def all_cell_requests():
 # of the cells as params, so a card or table follows a config edit without rerunning a cell.
 
 
-def cell_dicts():
-    return [cell.to_dict() for cell in CELLS.values()]
+# Each cell as plain data, made once: Snakemake asks for these for every job of a large matrix.
+CELL_DICTS = {cell_id: cell.to_dict() for cell_id, cell in CELLS.items()}
+ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
+# Every summary figure this matrix gets: concurrency and reference plots only when the matrix
+# sweeps concurrency or has published figures.
+SUMMARY_FIGURES = [
+    f"{RESULTS}/summary/{name}.png"
+    for name in ["decode_tok_s", "latency", "peak_memory", "spec_gain"]
+    + optional_summary_figures(list(CELL_DICTS.values()))
+]
 
 
 def summary_figures():
-    """Every summary figure this matrix gets: concurrency and reference plots only when the
-    matrix sweeps concurrency or has published figures."""
-    names = ["decode_tok_s", "latency", "peak_memory", "spec_gain"]
-    names += optional_summary_figures(cell_dicts())
-    return [f"{RESULTS}/summary/{name}.png" for name in names]
+    return SUMMARY_FIGURES
 
 
 def report_inputs():
@@ -181,11 +185,11 @@ def report_inputs():
 
 
 def all_cells_settings(wildcards):
-    return canonical_json(cell_dicts())
+    return ALL_CELLS_SETTINGS
 
 
 def card_settings(wildcards):
-    return canonical_json(CELLS[wildcards.cell].to_dict())
+    return canonical_json(CELL_DICTS[wildcards.cell])
 
 
 def cell_report_subcategory(wildcards):
@@ -196,6 +200,6 @@ def cell_report_labels(figure):
     """A cell's labels in the report for one of its figures (workflow_scripts.outputs.labels)."""
 
     def of_cell(wildcards):
-        return report_labels(CELLS[wildcards.cell].to_dict(), figure)
+        return report_labels(CELL_DICTS[wildcards.cell], figure)
 
     return of_cell

@@ -72,8 +72,12 @@ def _copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+# libyaml's loader where PyYAML has it: the schema is read at every parse of the Snakefile.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    return yaml.load(SCHEMA_PATH.read_text(), Loader=_YAML_LOADER)
 
 
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
