@@ -35,8 +35,6 @@ rule card:
     log:
         "logs/cards/{cell}.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cell=card_settings,
     script:
@@ -67,8 +65,6 @@ rule aggregate:
     log:
         "logs/aggregate.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -91,8 +87,6 @@ rule comparisons:
     log:
         "logs/comparisons.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -131,8 +125,6 @@ rule summary_plots:
     log:
         "logs/summary_plots.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -153,8 +145,6 @@ rule concurrency_figure:
     log:
         "logs/concurrency_figure.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -175,8 +165,6 @@ rule reference_figure:
     log:
         "logs/reference_figure.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -192,8 +180,6 @@ rule overview:
     log:
         "logs/overview.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     script:
         "../workflow_scripts/entry/overview.py"
 
@@ -208,8 +194,6 @@ rule html_report:
     log:
         "logs/report.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         snakefile=workflow.main_snakefile,
     script:
