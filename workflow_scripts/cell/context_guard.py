@@ -90,14 +90,14 @@ def guard_prompts(
     if adapter.splits_context:
         per_slot = adapter.served_per_slot_context(base_url) or adapter.per_slot_context(cell)
     report = ContextGuardReport(
-        policy=cell.run.get("context_guard", "skip"),
+        policy=cell.run["context_guard"],
         per_slot_context=per_slot,
         max_tokens=max_tokens,
         sizing=sizing,
     )
     if per_slot is None:
         return list(prompts), report
-    counts = count_tokens(adapter, base_url, prompts, workload.get("endpoint", "chat"))
+    counts = count_tokens(adapter, base_url, prompts, workload["endpoint"])
     report.checked = len(counts)
     report.longest_prompt_tokens = max(counts.values(), default=None)
     kept = []
@@ -122,7 +122,7 @@ def with_settings(cell: Cell, overrides: dict[str, Any], drop_drafter: bool = Fa
     """The cell with engine settings overridden (and, for a tokenizer-only server, no drafter)."""
     engine_spec = {
         **cell.engine_spec,
-        "settings": {**cell.engine_spec.get("settings", {}), **overrides},
+        "settings": {**cell.engine_spec["settings"], **overrides},
     }
     if not drop_drafter:
         return dataclasses.replace(cell, engine_spec=engine_spec)
@@ -145,7 +145,7 @@ def size_before_launch(
         return cell, None  # every sequence gets the whole context: nothing to size
     counting = with_settings(cell, adapter.tokenizer_only_settings(cell), drop_drafter=True)
     weights, _ = cell_weights(counting, weights_manifest, None)
-    with reserve_port(cell.run.get("host", "127.0.0.1")) as lease:
+    with reserve_port(cell.run["host"]) as lease:
         command = cell_server_command(counting, adapter, engine_info, weights, None, lease.port)
         server = ServerProcess.for_command(command, log_path)
         with running(server):
@@ -153,7 +153,7 @@ def size_before_launch(
                 server, command.base_url, adapter.health_path, float(cell.run["ready_timeout_s"])
             )
             counts = count_tokens(
-                adapter, command.base_url, prompts, cell.workload_spec.get("endpoint", "chat")
+                adapter, command.base_url, prompts, cell.workload_spec["endpoint"]
             )
             trained = adapter.trained_context(command.base_url)
     longest = max(counts.values(), default=0)

@@ -104,14 +104,14 @@ def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSp
         concurrency=int(w["concurrency"]),
         max_tokens=int(w["max_tokens"]),
         model=served_model,
-        endpoint=w.get("endpoint", "chat"),
-        temperature=float(w.get("temperature", 0)),
-        ignore_eos=bool(w.get("ignore_eos")),
-        request_rate=w.get("request_rate"),
-        max_seconds=w.get("max_seconds"),
-        grace_s=float(w.get("grace_s", 30)),
-        warmup_requests=int(w.get("warmup_requests", 1)),
-        request_timeout_s=float(w.get("request_timeout_s", 600)),
+        endpoint=w["endpoint"],
+        temperature=float(w["temperature"]),
+        ignore_eos=bool(w["ignore_eos"]),
+        request_rate=w["request_rate"],
+        max_seconds=w["max_seconds"],
+        grace_s=float(w["grace_s"]),
+        warmup_requests=int(w["warmup_requests"]),
+        request_timeout_s=float(w["request_timeout_s"]),
         api_key=client_api_key(cell),
         extra_body=request_fields(cell),
     )
@@ -164,7 +164,7 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
             result["dataset_note"] = dataset.note
             result["prompt_indices"] = [p.index for p in dataset.prompts]
             sizing = None
-            if cell.run.get("context_guard") == "size":  # before launch: -c is a launch flag
+            if cell.run["context_guard"] == "size":  # before launch: -c is a launch flag
                 cell, sizing = size_before_launch(
                     cell,
                     adapter,

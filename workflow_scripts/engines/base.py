@@ -146,7 +146,7 @@ class EngineAdapter:
 
     def settings(self, cell: Cell) -> dict[str, Any]:
         """The engine's settings for this cell (config settings over adapter defaults)."""
-        return dict(cell.engine_spec.get("settings", {}))
+        return dict(cell.engine_spec["settings"])
 
     def container_port(self, cell: Cell) -> int:
         """The port the server listens on (inside a container, or the preferred host port)."""
@@ -252,5 +252,5 @@ class HubModelAdapter(EngineAdapter):
         args += flag_args(settings, self.setting_order)
         if cell.drafter_spec:
             args += self.drafter_args(cell.drafter_spec, paths)
-        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        args += [str(a) for a in cell.engine_spec["extra_args"]]
         return args

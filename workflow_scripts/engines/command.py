@@ -253,13 +253,13 @@ def cell_server_command(
 ) -> ServerCommand:
     """The full command for one cell; `port` is the host port clients connect to."""
     spec = cell.engine_spec
-    host = cell.run.get("host", "127.0.0.1")
+    host = cell.run["host"]
     client_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     base_url = f"http://{client_host}:{port}"
     refs = [r for r in (weights, drafter) if r is not None]
     by_path = [r for r in refs if not (r.repo and adapter.prefers_hub_id)]
     # What the engine step found the server needs (a venv's OpenMP preload), under the config's.
-    env = {**engine_info.get("env", {}), **{k: str(v) for k, v in spec.get("env", {}).items()}}
+    env = {**engine_info.get("env", {}), **{k: str(v) for k, v in spec["env"].items()}}
     secrets = server_secrets(spec, adapter)
     if spec["launch"] in ("build", "native", "venv"):
         local = {r.key: r.path for r in by_path if r.path}
@@ -308,7 +308,7 @@ def cell_server_command(
     if spec.get("api_key_env") and adapter.api_key_env_var:
         argv += ["-e", adapter.api_key_env_var]  # by name: docker copies it from its own env
     argv += ["--name", name]
-    argv += [str(a) for a in docker.get("extra_args", [])]
+    argv += [str(a) for a in docker["extra_args"]]
     program = docker.get("command") or adapter.docker_program(image)
     argv += [image, *program, *adapter.server_args(cell, paths)]
     return ServerCommand(

@@ -67,7 +67,7 @@ class LlamaCppAdapter(EngineAdapter):
             "cont_batching": True,
             "metrics": True,
         }
-        merged.update(cell.engine_spec.get("settings", {}))
+        merged.update(cell.engine_spec["settings"])
         return merged
 
     def per_slot_context(self, cell: Cell) -> int | None:
@@ -97,7 +97,7 @@ class LlamaCppAdapter(EngineAdapter):
         if settings.get("metrics"):
             args.append("--metrics")
         args += ["--host", paths.host, "--port", str(paths.port)]
-        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        args += [str(a) for a in cell.engine_spec["extra_args"]]
         return args
 
     @staticmethod
