@@ -36,14 +36,22 @@ def gguf(tmp_path_factory) -> str:
 
 
 def guard_cell(gguf: str, policy: str, ctx_size: int = 512, concurrency: int = 2):
-    engine = {"kind": "llamacpp", "launch": "native", "binary": llama_server_binary(),
-              "settings": {"ctx_size": ctx_size, "threads": 1}}
+    engine = {
+        "kind": "llamacpp",
+        "launch": "native",
+        "binary": llama_server_binary(),
+        "settings": {"ctx_size": ctx_size, "threads": 1},
+    }
     models = {"m": {"quants": {"q": {"weights": {"source": "local", "path": gguf}}}}}
-    return one_cell(make_config(
-        {"llama": engine}, [{"model": "m", "engine": "llama", "workload": "w"}],
-        models=models, workload={"max_tokens": MAX_TOKENS, "concurrency": concurrency},
-        context_guard=policy,
-    ))
+    return one_cell(
+        make_config(
+            {"llama": engine},
+            [{"model": "m", "engine": "llama", "workload": "w"}],
+            models=models,
+            workload={"max_tokens": MAX_TOKENS, "concurrency": concurrency},
+            context_guard=policy,
+        )
+    )
 
 
 class Served:
@@ -81,8 +89,11 @@ def test_skip_drops_exactly_what_the_server_would_refuse(gguf, tmp_path):
         assert report.longest_prompt_tokens == max(counts.values())
         report.enforce()  # skip: some prompts are left, so the cell goes on
         for prompt in PROMPTS:
-            resp = requests.post(url + "/v1/chat/completions", timeout=60, json={
-                "messages": [{"role": "user", "content": prompt.text}], "max_tokens": 1})
+            resp = requests.post(
+                url + "/v1/chat/completions",
+                timeout=60,
+                json={"messages": [{"role": "user", "content": prompt.text}], "max_tokens": 1},
+            )
             if counts[prompt.index] >= 256:
                 assert resp.status_code == 400  # what the seeds saw as errors
             else:
@@ -104,8 +115,9 @@ def test_fail_stops_the_cell_before_load(gguf, tmp_path):
 def test_size_grows_the_context_until_every_prompt_fits(gguf, tmp_path):
     cell = guard_cell(gguf, "size")
     adapter = adapter_for("llamacpp")
-    sized, record = size_before_launch(cell, adapter, {}, {"primary": gguf}, PROMPTS,
-                                       tmp_path / "sizing.log")
+    sized, record = size_before_launch(
+        cell, adapter, {}, {"primary": gguf}, PROMPTS, tmp_path / "sizing.log"
+    )
     assert "--no-warmup" in record["command"] and "-ngl" in record["command"]
     needed = record["needed_per_slot_tokens"]
     assert needed == record["longest_prompt_tokens"] + MAX_TOKENS
@@ -119,10 +131,17 @@ def test_size_grows_the_context_until_every_prompt_fits(gguf, tmp_path):
 
 
 def test_engines_without_slots_report_null_and_drop_nothing():
-    engine = {"kind": "vllm", "launch": "native", "binary": "vllm serve",
-              "settings": {"max_model_len": 64}}
-    cell = one_cell(make_config({"v": engine}, [{"model": "m", "engine": "v", "workload": "w"}],
-                                context_guard="fail"))
+    engine = {
+        "kind": "vllm",
+        "launch": "native",
+        "binary": "vllm serve",
+        "settings": {"max_model_len": 64},
+    }
+    cell = one_cell(
+        make_config(
+            {"v": engine}, [{"model": "m", "engine": "v", "workload": "w"}], context_guard="fail"
+        )
+    )
     kept, report = guard_prompts(cell, adapter_for("vllm"), "http://127.0.0.1:9", PROMPTS)
     assert report.per_slot_context is None and kept == PROMPTS
     report.enforce()
@@ -137,18 +156,33 @@ def test_run_cell_applies_the_policy(gguf, tmp_path, policy):
 
     from workflow_scripts.cell.run import CellInputs, run_cell
 
-    engine = {"kind": "llamacpp", "launch": "native", "binary": llama_server_binary(),
-              "settings": {"ctx_size": 512, "threads": 1}}
+    engine = {
+        "kind": "llamacpp",
+        "launch": "native",
+        "binary": llama_server_binary(),
+        "settings": {"ctx_size": 512, "threads": 1},
+    }
     models = {"m": {"quants": {"q": {"weights": {"source": "local", "path": gguf}}}}}
-    cell = one_cell(make_config(
-        {"llama": engine}, [{"model": "m", "engine": "llama", "workload": "w"}], models=models,
-        workload={"dataset": {"kind": "random", "input_len": 300}, "num_prompts": 2,
-                  "concurrency": 2, "max_tokens": 4, "warmup_requests": 0},
-        context_guard=policy, memory={"interval_s": 0.2, "baseline_samples": 1},
-    ))
+    cell = one_cell(
+        make_config(
+            {"llama": engine},
+            [{"model": "m", "engine": "llama", "workload": "w"}],
+            models=models,
+            workload={
+                "dataset": {"kind": "random", "input_len": 300},
+                "num_prompts": 2,
+                "concurrency": 2,
+                "max_tokens": 4,
+                "warmup_requests": 0,
+            },
+            context_guard=policy,
+            memory={"interval_s": 0.2, "baseline_samples": 1},
+        )
+    )
     out = tmp_path / "cell"
-    result = run_cell(CellInputs(cell=cell, out_dir=out, engine_info={},
-                                 weights_manifest={"primary": gguf}))
+    result = run_cell(
+        CellInputs(cell=cell, out_dir=out, engine_info={}, weights_manifest={"primary": gguf})
+    )
     guard = json.loads((out / "metrics.json").read_text())["context_guard"]
     assert guard["policy"] == policy and guard["checked"] == 2
     if policy == "fail":
@@ -160,5 +194,6 @@ def test_run_cell_applies_the_policy(gguf, tmp_path, policy):
         assert guard["skipped"] == [] and guard["sizing"]["settings"]["ctx_size"] > 512
         assert result["completed"] == 2
         assert result["server_command"][result["server_command"].index("-c") + 1] == str(
-            guard["sizing"]["settings"]["ctx_size"])
+            guard["sizing"]["settings"]["ctx_size"]
+        )
     assert left_behind(gguf) == []

@@ -54,8 +54,22 @@ def gguf(tmp_path_factory) -> str:
 
 
 def llama_argv(binary: str, model: str, port: int, *extra: str) -> list[str]:
-    return [binary, "-m", model, "-c", "512", "--parallel", "1", "-t", "1",
-            "--host", "127.0.0.1", "--port", str(port), *extra]
+    return [
+        binary,
+        "-m",
+        model,
+        "-c",
+        "512",
+        "--parallel",
+        "1",
+        "-t",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
+    ]
 
 
 def test_ready_then_torn_down(binary, gguf, tmp_path):
@@ -80,11 +94,16 @@ def test_killed_mid_run_is_noticed_and_leaves_nothing(binary, gguf, tmp_path):
             outcome = {}
 
             def stream():
-                body = {"messages": [{"role": "user", "content": "Count to a million."}],
-                        "max_tokens": 4000, "ignore_eos": True, "stream": True}
+                body = {
+                    "messages": [{"role": "user", "content": "Count to a million."}],
+                    "max_tokens": 4000,
+                    "ignore_eos": True,
+                    "stream": True,
+                }
                 try:
-                    with requests.post(url + "/v1/chat/completions", json=body, stream=True,
-                                       timeout=60) as resp:
+                    with requests.post(
+                        url + "/v1/chat/completions", json=body, stream=True, timeout=60
+                    ) as resp:
                         for _ in resp.iter_lines():
                             outcome.setdefault("first_chunk", True)
                     outcome["ended"] = "cleanly"
@@ -152,7 +171,9 @@ def test_signal_to_the_runner_tears_the_server_down(binary, gguf, tmp_path, sign
         argv = llama_argv(binary, gguf, lease.port)
         driver = subprocess.Popen(
             [sys.executable, "-c", DRIVER, *argv, str(lease.port), str(tmp_path / "s.log")],
-            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
         )
         try:
             line = driver.stdout.readline()
@@ -179,11 +200,22 @@ def test_run_cell_fails_when_the_server_dies_mid_load(binary, gguf, tmp_path):
     """run_cell with a real server killed once it is loaded: the cell is `failed`, its reason
     has the exit and the log tail, and nothing is left running."""
     config = make_config(
-        {"llama": {"kind": "llamacpp", "launch": "native", "binary": binary,
-                   "settings": {"ctx_size": 1024, "threads": 1}}},
+        {
+            "llama": {
+                "kind": "llamacpp",
+                "launch": "native",
+                "binary": binary,
+                "settings": {"ctx_size": 1024, "threads": 1},
+            }
+        },
         [{"model": "m", "quant": "q", "engine": "llama", "workload": "w"}],
-        workload={"num_prompts": 400, "concurrency": 2, "max_tokens": 64, "ignore_eos": True,
-                  "warmup_requests": 0},
+        workload={
+            "num_prompts": 400,
+            "concurrency": 2,
+            "max_tokens": 64,
+            "ignore_eos": True,
+            "warmup_requests": 0,
+        },
         memory={"interval_s": 0.2, "baseline_samples": 1},
     )
     cell = one_cell(config)
@@ -205,8 +237,14 @@ def test_run_cell_fails_when_the_server_dies_mid_load(binary, gguf, tmp_path):
 
     killer = threading.Thread(target=kill_when_busy)
     killer.start()
-    result = run_cell(CellInputs(cell=cell, out_dir=out, engine_info={"binary": binary},
-                                 weights_manifest={"primary": gguf}))
+    result = run_cell(
+        CellInputs(
+            cell=cell,
+            out_dir=out,
+            engine_info={"binary": binary},
+            weights_manifest={"primary": gguf},
+        )
+    )
     killer.join()
     assert killed, "the server never got busy"
     assert result["status"] == "failed"

@@ -71,24 +71,37 @@ def docker(tmp_path, monkeypatch):
     hang = tmp_path / "never_answers.py"
     hang.write_text(NEVER_ANSWERS)
     images = {
-        FULL_CUDA: {"entrypoint": [str(tools)], "id": IMAGE_ID,
-                    "digests": [f"ghcr.io/ggml-org/llama.cpp@sha256:{'2' * 64}"],
-                    "labels": {"org.opencontainers.image.version": "b9744"}},
+        FULL_CUDA: {
+            "entrypoint": [str(tools)],
+            "id": IMAGE_ID,
+            "digests": [f"ghcr.io/ggml-org/llama.cpp@sha256:{'2' * 64}"],
+            "labels": {"org.opencontainers.image.version": "b9744"},
+        },
         HANGS: {"entrypoint": [sys.executable, str(hang)], "id": "sha256:" + "3" * 64},
     }
     return install_standin_docker(tmp_path, monkeypatch, images)
 
 
-def docker_cell(weights_dir, image=FULL_CUDA, detach=False, model="smollm2-docker.gguf",
-                **workload):
-    engine = {"kind": "llamacpp", "launch": "docker",
-              "docker": {"image": image, "gpus": "all", "detach": detach},
-              "settings": {"ctx_size": 512, "threads": 1, "port": 8081}}
-    models = {"m": {"quants": {"q": {"weights": {"source": "local",
-                                                 "path": str(weights_dir / model)}}}}}
-    return one_cell(make_config({"gpu": engine}, [{"model": "m", "engine": "gpu",
-                                                   "workload": "w"}],
-                                models=models, workload=workload or None))
+def docker_cell(
+    weights_dir, image=FULL_CUDA, detach=False, model="smollm2-docker.gguf", **workload
+):
+    engine = {
+        "kind": "llamacpp",
+        "launch": "docker",
+        "docker": {"image": image, "gpus": "all", "detach": detach},
+        "settings": {"ctx_size": 512, "threads": 1, "port": 8081},
+    }
+    models = {
+        "m": {"quants": {"q": {"weights": {"source": "local", "path": str(weights_dir / model)}}}}
+    }
+    return one_cell(
+        make_config(
+            {"gpu": engine},
+            [{"model": "m", "engine": "gpu", "workload": "w"}],
+            models=models,
+            workload=workload or None,
+        )
+    )
 
 
 def command_for(cell, port):
@@ -186,14 +199,16 @@ def test_provision_pulls_a_missing_image_and_records_its_digest(docker):
     images = json.loads((docker / "images.json").read_text())
     images[FULL_CUDA]["present"] = False
     (docker / "images.json").write_text(json.dumps(images))
-    stamp = provision("gpu", {"kind": "llamacpp", "launch": "docker",
-                              "docker": {"image": FULL_CUDA}})
+    stamp = provision(
+        "gpu", {"kind": "llamacpp", "launch": "docker", "docker": {"image": FULL_CUDA}}
+    )
     assert stamp["image_id"] == IMAGE_ID
     assert stamp["repo_digests"] == [f"ghcr.io/ggml-org/llama.cpp@sha256:{'2' * 64}"]
     assert stamp["pulled"] is True and stamp["version"] == "b9744"
     assert ["pull", FULL_CUDA] in docker_calls(docker)
-    again = provision("gpu", {"kind": "llamacpp", "launch": "docker",
-                              "docker": {"image": FULL_CUDA}})
+    again = provision(
+        "gpu", {"kind": "llamacpp", "launch": "docker", "docker": {"image": FULL_CUDA}}
+    )
     assert again["pulled"] is False
 
 
@@ -205,11 +220,14 @@ def test_provision_names_an_image_that_cannot_be_pulled(docker):
 def test_run_cell_through_docker_end_to_end(docker, weights_dir, tmp_path):
     cell = docker_cell(weights_dir, num_prompts=3, concurrency=1, max_tokens=4)
     out = tmp_path / "cell"
-    result = run_cell(CellInputs(
-        cell=cell, out_dir=out,
-        engine_info={"image": FULL_CUDA, "image_id": IMAGE_ID},
-        weights_manifest={"primary": str(weights_dir / "smollm2-docker.gguf")},
-    ))
+    result = run_cell(
+        CellInputs(
+            cell=cell,
+            out_dir=out,
+            engine_info={"image": FULL_CUDA, "image_id": IMAGE_ID},
+            weights_manifest={"primary": str(weights_dir / "smollm2-docker.gguf")},
+        )
+    )
     assert result["status"] == "done", result.get("reason")
     assert result["completed"] == 3
     assert result["server_command"][:2] == ["docker", "run"]

@@ -21,17 +21,21 @@ MIB = 1024  # KiB
 
 
 def sample(t, phase, avail_mib, rss_mib=None, gpu_mib=None):
-    return MemorySample(t, phase, avail_mib * MIB, None if rss_mib is None else rss_mib * MIB,
-                        gpu_mib)
+    return MemorySample(
+        t, phase, avail_mib * MIB, None if rss_mib is None else rss_mib * MIB, gpu_mib
+    )
 
 
 def test_deltas_per_phase_against_the_median_baseline():
     samples = [
-        sample(0.0, "baseline", 10_000), sample(0.5, "baseline", 10_100),
+        sample(0.0, "baseline", 10_000),
+        sample(0.5, "baseline", 10_100),
         sample(1.0, "baseline", 9_900),  # median 10,000 MiB
-        sample(1.5, "load", 9_000, 900), sample(2.0, "load", 8_976, 1000),
+        sample(1.5, "load", 9_000, 900),
+        sample(2.0, "load", 8_976, 1000),
         sample(2.5, "warmup", 8_900, 1100),
-        sample(3.0, "bench", 8_000, 2000), sample(3.5, "bench", 8_500, 1500),
+        sample(3.0, "bench", 8_000, 2000),
+        sample(3.5, "bench", 8_500, 1500),
         sample(4.0, "teardown", 9_950),
     ]
     mem = summarize_memory(samples, interval_s=0.5)
@@ -68,13 +72,16 @@ def test_reads_mem_available_from_the_kernel(tmp_path):
 
 def allocate(mib: int) -> str:
     """A child program that touches every page of `mib` MiB (bytes of ones), then waits."""
-    return (f"import time\nblock = b'\\x01' * ({mib} * 2**20)\n"
-            "print('allocated', flush=True)\ntime.sleep(60)\n")
+    return (
+        f"import time\nblock = b'\\x01' * ({mib} * 2**20)\n"
+        "print('allocated', flush=True)\ntime.sleep(60)\n"
+    )
 
 
 def _start_allocator() -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", allocate(512)], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", allocate(512)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "allocated"
     return proc
 
@@ -111,7 +118,8 @@ def _measure_allocation() -> tuple[dict, list[MemorySample], float]:
         sampler.stop()
     mem = summarize_memory(sampler.samples, sampler.interval_s)
     from_outside = (during["AnonPages"] - before["AnonPages"]) - (
-        before["MemFree"] - during["MemFree"])
+        before["MemFree"] - during["MemFree"]
+    )
     return mem, sampler.samples, from_outside
 
 
@@ -131,8 +139,10 @@ def test_sampler_sees_a_known_allocation():
         if abs(from_outside) < 64 and mem["baseline_quiet"]:
             assert mem["load_peak_delta_gib"] * 1024 == pytest.approx(512, rel=0.25)
             return
-    pytest.skip(f"memory came from outside the guest on every try (MiB: {seen}): this "
-                "machine's memory is ballooned by its host; RSS was checked")
+    pytest.skip(
+        f"memory came from outside the guest on every try (MiB: {seen}): this "
+        "machine's memory is ballooned by its host; RSS was checked"
+    )
 
 
 def test_watchdog_kills_the_process_below_the_floor():
@@ -141,8 +151,9 @@ def test_watchdog_kills_the_process_below_the_floor():
     proc = _start_allocator()
     try:
         floor_kib = read_mem_available_kib() + 256 * MIB
-        sampler = MemorySampler(interval_s=0.05, floor_kib=floor_kib,
-                                on_floor=lambda _sample: proc.kill())
+        sampler = MemorySampler(
+            interval_s=0.05, floor_kib=floor_kib, on_floor=lambda _sample: proc.kill()
+        )
         sampler.server_pid = proc.pid
         sampler.start()
         proc.wait(timeout=10)  # returns only once the watchdog killed it
@@ -173,8 +184,9 @@ def test_a_cell_below_its_memory_floor_fails_and_leaves_no_server(tmp_path):
     config["memory"]["floor_gib"] = 100_000
     (cell,) = build_cells(validate_config(config))
     manifest = fetch_weights(cell.weights, tmp_path / "weights.json")
-    result = run_cell(CellInputs(cell, tmp_path / "cell", provision(cell.engine, cell.engine_spec),
-                                 manifest))
+    result = run_cell(
+        CellInputs(cell, tmp_path / "cell", provision(cell.engine, cell.engine_spec), manifest)
+    )
     assert result["status"] == "failed"
     assert result["reason"].startswith("ServerError: memory watchdog")
     assert result["mem"]["samples"] > 0

@@ -45,8 +45,9 @@ llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 21
 
 def test_llamacpp_counter_deltas():
     adapter = adapter_for("llamacpp")
-    spec = acceptance_from_counters(adapter.parse_spec_metrics(LLAMACPP_BEFORE),
-                                    adapter.parse_spec_metrics(LLAMACPP_AFTER))
+    spec = acceptance_from_counters(
+        adapter.parse_spec_metrics(LLAMACPP_BEFORE), adapter.parse_spec_metrics(LLAMACPP_AFTER)
+    )
     # deltas: drafts 50, draft tokens 140, accepted 90, per position 40/30/20
     assert spec["source"] == "metrics"
     assert spec["acceptance_rate"] == pytest.approx(90 / 140)
@@ -55,11 +56,21 @@ def test_llamacpp_counter_deltas():
 
 
 def test_timings_fallback_sums_draft_counts():
-    records = [RequestRecord(index=i, prompt_index=i, status="ok",
-                             timings={"draft_n": 8, "draft_n_accepted": a})
-               for i, a in enumerate((8, 4, 0))]
-    records.append(RequestRecord(index=9, prompt_index=9, status="ok", warmup=True,
-                                 timings={"draft_n": 100, "draft_n_accepted": 0}))
+    records = [
+        RequestRecord(
+            index=i, prompt_index=i, status="ok", timings={"draft_n": 8, "draft_n_accepted": a}
+        )
+        for i, a in enumerate((8, 4, 0))
+    ]
+    records.append(
+        RequestRecord(
+            index=9,
+            prompt_index=9,
+            status="ok",
+            warmup=True,
+            timings={"draft_n": 100, "draft_n_accepted": 0},
+        )
+    )
     spec = acceptance_from_timings(records)
     assert spec["source"] == "timings"
     assert spec["acceptance_rate"] == pytest.approx(12 / 24)
@@ -81,12 +92,25 @@ def test_self_drafting_model_accepts_every_draft(tmp_path):
     different kernels on Q4_1), so acceptance >= 0.95; and each request's last draft is cut short
     by its remaining max_tokens, so position i >= 1 - (requests + 2) / drafts."""
     config = tiny_config(
-        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny",
-          "drafter": "self"}],
-        workloads={"tiny": tiny_workload(num_prompts=6, max_tokens=48, concurrency=2,
-                                         ignore_eos=True)},
-        drafters={"self": {"kind": "draft-simple", "model": "smollm2-135m", "n_max": 4,
-                           "settings": {"spec_draft_p_min": 0}}},
+        [
+            {
+                "model": "smollm2-135m",
+                "engine": "llamacpp-cpu",
+                "workload": "tiny",
+                "drafter": "self",
+            }
+        ],
+        workloads={
+            "tiny": tiny_workload(num_prompts=6, max_tokens=48, concurrency=2, ignore_eos=True)
+        },
+        drafters={
+            "self": {
+                "kind": "draft-simple",
+                "model": "smollm2-135m",
+                "n_max": 4,
+                "settings": {"spec_draft_p_min": 0},
+            }
+        },
     )
     (cell,) = build_cells(validate_config(config))
     engine_info = provision(cell.engine, cell.engine_spec)
@@ -114,17 +138,34 @@ def _records(cell_done: dict[int, int]) -> list[RequestRecord]:
     out = []
     for i, (prompt, tokens) in enumerate(sorted(cell_done.items())):
         ok = tokens > 0
-        out.append(RequestRecord(index=i, prompt_index=prompt, status="ok" if ok else "error",
-                                 sent_s=float(i), ttft_s=0.1, e2e_s=1.0,
-                                 prompt_tokens=10, completion_tokens=tokens if ok else None))
+        out.append(
+            RequestRecord(
+                index=i,
+                prompt_index=prompt,
+                status="ok" if ok else "error",
+                sent_s=float(i),
+                ttft_s=0.1,
+                e2e_s=1.0,
+                prompt_tokens=10,
+                completion_tokens=tokens if ok else None,
+            )
+        )
     return out
 
 
 def test_pairs_that_completed_different_prompts_get_common_subset_figures():
     from workflow_scripts.outputs.spec_gain import spec_gain_table
 
-    base = {"cell": "m__e__q__none__w", "model": "m", "engine": "e", "quant": "q",
-            "workload": "w", "drafter": "none", "status": "done", "decode_tok_s": 10.0}
+    base = {
+        "cell": "m__e__q__none__w",
+        "model": "m",
+        "engine": "e",
+        "quant": "q",
+        "workload": "w",
+        "drafter": "none",
+        "status": "done",
+        "decode_tok_s": 10.0,
+    }
     drafter = {**base, "cell": "m__e__q__ngram__w", "drafter": "ngram", "decode_tok_s": 30.0}
     records = {
         base["cell"]: _records({0: 10, 1: 10, 2: 10}),
@@ -153,10 +194,17 @@ def _sglang_reading(accept_length: float | None):
 
 
 def _generated(tokens: list[int], warmup: bool = False, status: str = "ok") -> list[RequestRecord]:
-    return [RequestRecord(index=i, prompt_index=i, status=status, warmup=warmup,
-                          completion_tokens=n if status == "ok" else None,
-                          chunk_times_s=[0.1] * n if status != "ok" else [])
-            for i, n in enumerate(tokens)]
+    return [
+        RequestRecord(
+            index=i,
+            prompt_index=i,
+            status=status,
+            warmup=warmup,
+            completion_tokens=n if status == "ok" else None,
+            chunk_times_s=[0.1] * n if status != "ok" else [],
+        )
+        for i, n in enumerate(tokens)
+    ]
 
 
 def test_sglang_running_means_differenced_give_the_runs_own_mean():
@@ -192,50 +240,75 @@ def test_request_fields_count_the_completed_measured_requests_only():
 
     def record(index, verify, correct, proposed, warmup=False, status="ok"):
         r = RequestRecord(index=index, prompt_index=index, warmup=warmup)
-        apply_event(r, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 40},
-                        "sglext": {"spec_tokens_details": {
-                            "spec_verify_ct": verify, "spec_num_correct_drafts": correct,
-                            "spec_num_proposed_drafts": proposed, "spec_accept_length": 0.0}}},
-                    0.5)
+        apply_event(
+            r,
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 40},
+                "sglext": {
+                    "spec_tokens_details": {
+                        "spec_verify_ct": verify,
+                        "spec_num_correct_drafts": correct,
+                        "spec_num_proposed_drafts": proposed,
+                        "spec_accept_length": 0.0,
+                    }
+                },
+            },
+            0.5,
+        )
         r.status = status
         return r
 
-    records = [record(0, 10, 20, 50), record(1, 10, 10, 50),
-               record(2, 99, 0, 99, warmup=True), record(3, 99, 0, 99, status="incomplete")]
+    records = [
+        record(0, 10, 20, 50),
+        record(1, 10, 10, 50),
+        record(2, 99, 0, 99, warmup=True),
+        record(3, 99, 0, 99, status="incomplete"),
+    ]
     assert records[0].spec_details["spec_verify_ct"] == 10
     spec = acceptance_from_request_fields(records)
     assert spec["source"] == "request_fields"
     assert spec["mean_acceptance_length"] == pytest.approx(1 + 30 / 20)
     assert spec["acceptance_rate"] == pytest.approx(30 / 100)
-    assert acceptance_from_request_fields([RequestRecord(index=0, prompt_index=0, status="ok")]) \
+    assert (
+        acceptance_from_request_fields([RequestRecord(index=0, prompt_index=0, status="ok")])
         is None
+    )
 
 
 def _drafter_cell(engine: dict, drafter: dict):
     from tests.support.engines import make_config, one_cell
 
-    return one_cell(make_config(
-        {"e": engine},
-        [{"model": "m", "quant": "hub", "engine": "e", "workload": "w", "drafter": "d"}],
-        drafters={"d": drafter}))
+    return one_cell(
+        make_config(
+            {"e": engine},
+            [{"model": "m", "quant": "hub", "engine": "e", "workload": "w", "drafter": "d"}],
+            drafters={"d": drafter},
+        )
+    )
 
 
 def test_spec_result_prefers_per_response_fields_then_counters_then_the_running_mean():
     from workflow_scripts.cell.run import _spec_result
 
-    cell = _drafter_cell({"kind": "sglang", "launch": "native", "binary": "sglang"},
-                         {"kind": "ngram", "n_max": 3})
+    cell = _drafter_cell(
+        {"kind": "sglang", "launch": "native", "binary": "sglang"}, {"kind": "ngram", "n_max": 3}
+    )
     records = _generated([101], warmup=True) + _generated([301] * 4)
     readings = {"before": _sglang_reading(2.0), "after": _sglang_reading(2.5)}
     assert _spec_result(cell, readings, records)["source"] == "server_info"
     records[1].spec_details = {"spec_verify_ct": 100, "spec_num_correct_drafts": 200}
     assert _spec_result(cell, readings, records)["source"] == "request_fields"
     records[1].spec_details = None
-    llamacpp = _drafter_cell({"kind": "llamacpp", "launch": "native", "binary": "x"},
-                             {"kind": "ngram-simple", "n_max": 3})
+    llamacpp = _drafter_cell(
+        {"kind": "llamacpp", "launch": "native", "binary": "x"},
+        {"kind": "ngram-simple", "n_max": 3},
+    )
     adapter = adapter_for("llamacpp")
-    counters = {"before": adapter.parse_spec_metrics(LLAMACPP_BEFORE),
-                "after": adapter.parse_spec_metrics(LLAMACPP_AFTER)}
+    counters = {
+        "before": adapter.parse_spec_metrics(LLAMACPP_BEFORE),
+        "after": adapter.parse_spec_metrics(LLAMACPP_AFTER),
+    }
     assert _spec_result(llamacpp, counters, records)["source"] == "metrics"
 
 
@@ -244,18 +317,30 @@ def test_cap_cancellations_flag_counter_acceptance_and_give_the_completed_only_r
     cancelled), so at the time cap the counter deltas and the completed requests part ways."""
     from workflow_scripts.cell.run import _spec_result
 
-    cell = _drafter_cell({"kind": "llamacpp", "launch": "native", "binary": "x"},
-                         {"kind": "ngram-simple", "n_max": 3})
+    cell = _drafter_cell(
+        {"kind": "llamacpp", "launch": "native", "binary": "x"},
+        {"kind": "ngram-simple", "n_max": 3},
+    )
     adapter = adapter_for("llamacpp")
-    counters = {"before": adapter.parse_spec_metrics(LLAMACPP_BEFORE),
-                "after": adapter.parse_spec_metrics(LLAMACPP_AFTER)}
-    done = [RequestRecord(index=i, prompt_index=i, status="ok", completion_tokens=16,
-                          timings={"draft_n": 10, "draft_n_accepted": a})
-            for i, a in enumerate((8, 6))]
+    counters = {
+        "before": adapter.parse_spec_metrics(LLAMACPP_BEFORE),
+        "after": adapter.parse_spec_metrics(LLAMACPP_AFTER),
+    }
+    done = [
+        RequestRecord(
+            index=i,
+            prompt_index=i,
+            status="ok",
+            completion_tokens=16,
+            timings={"draft_n": 10, "draft_n_accepted": a},
+        )
+        for i, a in enumerate((8, 6))
+    ]
     spec = _spec_result(cell, counters, done)
     assert spec["source"] == "metrics" and "cap_note" not in spec
-    cancelled = [RequestRecord(index=5 + i, prompt_index=5 + i, status="incomplete")
-                 for i in range(3)]
+    cancelled = [
+        RequestRecord(index=5 + i, prompt_index=5 + i, status="incomplete") for i in range(3)
+    ]
     spec = _spec_result(cell, counters, done + cancelled)
     assert spec["acceptance_rate"] == pytest.approx(90 / 140)  # still the counters' figure
     assert spec["cap_note"].startswith("3 requests were cancelled at the time cap.")

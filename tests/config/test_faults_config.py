@@ -26,49 +26,95 @@ REPO = Path(__file__).resolve().parents[2]
 ENGINE = ["engines", "llamacpp-cpu"]
 WORKLOAD = ["workloads", "c4"]
 EXPLICIT = {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "c4"}
-SGLANG = {"kind": "sglang", "launch": "native", "binary": "python3 -m sglang.launch_server",
-          "api_key_env": "BENCH_API_KEY"}
+SGLANG = {
+    "kind": "sglang",
+    "launch": "native",
+    "binary": "python3 -m sglang.launch_server",
+    "api_key_env": "BENCH_API_KEY",
+}
 
 MUTATIONS = [
-    ("api_key_env not a variable name", setter(ENGINE + ["api_key_env"], "$BENCH KEY"),
-     "engines.llamacpp-cpu.api_key_env"),
-    ("workload api_key_env not a variable name", setter(WORKLOAD + ["api_key_env"], "a-b"),
-     "workloads.c4.api_key_env"),
-    ("api_key_env for an engine that takes keys only on argv",
-     lambda c: c["engines"].update({"sg": SGLANG}), "engines.sg.api_key_env"),
-    ("a key in the engine's env", setter(ENGINE + ["env"], {"LLAMA_API_KEY": "sk-123"}),
-     "engines.llamacpp-cpu.env.LLAMA_API_KEY"),
-    ("a hub token in the engine's env", setter(ENGINE + ["env"], {"HF_TOKEN": "hf_x"}),
-     "engines.llamacpp-cpu.env.HF_TOKEN"),
-    ("a key on the command line", setter(ENGINE + ["extra_args"], ["-v", "--api-key", "k"]),
-     "engines.llamacpp-cpu.extra_args[1]"),
-    ("fractional concurrency", setter(WORKLOAD + ["concurrency"], 2.5),
-     "workloads.c4.concurrency"),
+    (
+        "api_key_env not a variable name",
+        setter(ENGINE + ["api_key_env"], "$BENCH KEY"),
+        "engines.llamacpp-cpu.api_key_env",
+    ),
+    (
+        "workload api_key_env not a variable name",
+        setter(WORKLOAD + ["api_key_env"], "a-b"),
+        "workloads.c4.api_key_env",
+    ),
+    (
+        "api_key_env for an engine that takes keys only on argv",
+        lambda c: c["engines"].update({"sg": SGLANG}),
+        "engines.sg.api_key_env",
+    ),
+    (
+        "a key in the engine's env",
+        setter(ENGINE + ["env"], {"LLAMA_API_KEY": "sk-123"}),
+        "engines.llamacpp-cpu.env.LLAMA_API_KEY",
+    ),
+    (
+        "a hub token in the engine's env",
+        setter(ENGINE + ["env"], {"HF_TOKEN": "hf_x"}),
+        "engines.llamacpp-cpu.env.HF_TOKEN",
+    ),
+    (
+        "a key on the command line",
+        setter(ENGINE + ["extra_args"], ["-v", "--api-key", "k"]),
+        "engines.llamacpp-cpu.extra_args[1]",
+    ),
+    ("fractional concurrency", setter(WORKLOAD + ["concurrency"], 2.5), "workloads.c4.concurrency"),
     ("boolean concurrency", setter(WORKLOAD + ["concurrency"], True), "workloads.c4.concurrency"),
     ("negative grace", setter(WORKLOAD + ["grace_s"], -1), "workloads.c4.grace_s"),
     ("zero request rate", setter(WORKLOAD + ["request_rate"], 0), "workloads.c4.request_rate"),
-    ("dataset without kind", setter(WORKLOAD + ["dataset"], {"path": "p.jsonl"}),
-     "workloads.c4.dataset"),
+    (
+        "dataset without kind",
+        setter(WORKLOAD + ["dataset"], {"path": "p.jsonl"}),
+        "workloads.c4.dataset",
+    ),
     ("zero readiness timeout", setter(["ready_timeout_s"], 0), "ready_timeout_s"),
     ("host not a string", setter(["host"], 8080), "host"),
     ("unknown context guard", setter(["context_guard"], "truncate"), "context_guard"),
     ("zero sampling interval", setter(["memory"], {"interval_s": 0}), "memory.interval_s"),
-    ("port out of range", setter(ENGINE + ["settings", "port"], 70000),
-     "engines.llamacpp-cpu.settings.port"),
+    (
+        "port out of range",
+        setter(ENGINE + ["settings", "port"], 70000),
+        "engines.llamacpp-cpu.settings.port",
+    ),
     ("model without quants", lambda c: c["models"].update({"x": {"family": "X"}}), "models.x"),
-    ("hub weights without revision", lambda c: c["models"].update(
-        {"x": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r"}}}}}),
-     "models.x.quants.q.weights"),
-    ("drafter of an unknown model", lambda c: c["drafters"].update(
-        {"mtp": {"kind": "draft-mtp", "model": "nope"}}), "drafters.mtp.model"),
-    ("explicit cell with an unknown engine",
-     lambda c: c["cells"].append({**EXPLICIT, "engine": "vllm-gpu"}), "cells[3].engine"),
-    ("explicit cell with an unknown workload",
-     lambda c: c["cells"].append({**EXPLICIT, "workload": "c64"}), "cells[3].workload"),
-    ("explicit cell with an unknown drafter",
-     lambda c: c["cells"].append({**EXPLICIT, "drafter": "eagle3"}), "cells[3].drafter"),
-    ("a cell both explicit and a matrix",
-     lambda c: c["cells"][0].update({"model": "smollm2-135m"}), "cells[0]"),
+    (
+        "hub weights without revision",
+        lambda c: c["models"].update(
+            {"x": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r"}}}}}
+        ),
+        "models.x.quants.q.weights",
+    ),
+    (
+        "drafter of an unknown model",
+        lambda c: c["drafters"].update({"mtp": {"kind": "draft-mtp", "model": "nope"}}),
+        "drafters.mtp.model",
+    ),
+    (
+        "explicit cell with an unknown engine",
+        lambda c: c["cells"].append({**EXPLICIT, "engine": "vllm-gpu"}),
+        "cells[3].engine",
+    ),
+    (
+        "explicit cell with an unknown workload",
+        lambda c: c["cells"].append({**EXPLICIT, "workload": "c64"}),
+        "cells[3].workload",
+    ),
+    (
+        "explicit cell with an unknown drafter",
+        lambda c: c["cells"].append({**EXPLICIT, "drafter": "eagle3"}),
+        "cells[3].drafter",
+    ),
+    (
+        "a cell both explicit and a matrix",
+        lambda c: c["cells"][0].update({"model": "smollm2-135m"}),
+        "cells[0]",
+    ),
     ("cells not a list", setter(["cells"], {"model": "smollm2-135m"}), "cells"),
 ]
 

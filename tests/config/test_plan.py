@@ -62,19 +62,39 @@ def test_published_figures_ride_along_as_reference(plain_env, capsys):
     assert planned[LLAMACPP_MTP_CELL]["reference"]["decode_tok_s"] == 202.18
     assert planned[LLAMACPP_MTP_CELL]["reference"]["errors"] == 18
     assert planned[VLLM_MTP_CELL]["reference"]["decode_tok_s"] == 782.37
-    assert all(
-        p["reference"].get("decode_tok_s") for p in planned.values() if not p["blocked"]
-    )
+    assert all(p["reference"].get("decode_tok_s") for p in planned.values() if not p["blocked"])
 
 
 def test_client_command_for_the_vllm_cell(plain_env, capsys):
     client = plans(capsys, "--cell", VLLM_MTP_CELL)[VLLM_MTP_CELL]["client"]
     assert client == [
-        "python", "-m", "workflow_scripts.loadgen", "--base-url", "http://127.0.0.1:8000",
-        "--dataset", "sharegpt", "--num-prompts", "1000", "--concurrency", "32",
-        "--max-tokens", "256", "--max-seconds", "900", "--grace-s", "30", "--temperature", "0",
-        "--warmup-requests", "2", "--request-timeout-s", "600",
-        "--model", "RedHatAI/gemma-4-12B-it-NVFP4", "--out", f"results/cells/{VLLM_MTP_CELL}",
+        "python",
+        "-m",
+        "workflow_scripts.loadgen",
+        "--base-url",
+        "http://127.0.0.1:8000",
+        "--dataset",
+        "sharegpt",
+        "--num-prompts",
+        "1000",
+        "--concurrency",
+        "32",
+        "--max-tokens",
+        "256",
+        "--max-seconds",
+        "900",
+        "--grace-s",
+        "30",
+        "--temperature",
+        "0",
+        "--warmup-requests",
+        "2",
+        "--request-timeout-s",
+        "600",
+        "--model",
+        "RedHatAI/gemma-4-12B-it-NVFP4",
+        "--out",
+        f"results/cells/{VLLM_MTP_CELL}",
     ]
 
 
@@ -82,11 +102,12 @@ def test_fetched_weights_show_their_real_paths_and_revision(plain_env, capsys, t
     sha = "c" * 40
     weights = tmp_path / "results" / "weights"
     weights.mkdir(parents=True)
-    (weights / "gemma-4-12b__nvfp4.json").write_text(json.dumps(
-        {"primary": "/hub/snapshot", "revision_sha": sha, "hub_cache": "/data/hf/hub"}))
+    (weights / "gemma-4-12b__nvfp4.json").write_text(
+        json.dumps({"primary": "/hub/snapshot", "revision_sha": sha, "hub_cache": "/data/hf/hub"})
+    )
     server = plans(capsys, "--cell", VLLM_MTP_CELL)[VLLM_MTP_CELL]["server"]
     assert "/data/hf:/root/.cache/huggingface" in server
-    assert server[server.index("RedHatAI/gemma-4-12B-it-NVFP4") + 1 : ][:2] == ["--revision", sha]
+    assert server[server.index("RedHatAI/gemma-4-12B-it-NVFP4") + 1 :][:2] == ["--revision", sha]
 
 
 def test_unknown_cell_and_bad_config_exit_2(plain_env, tmp_path, capsys):
@@ -100,7 +121,10 @@ def test_unknown_cell_and_bad_config_exit_2(plain_env, tmp_path, capsys):
 def test_plan_runs_as_a_module_on_the_default_config():
     proc = subprocess.run(
         [sys.executable, "-m", "workflow_scripts.plan", "--configfile", "config.yaml"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("# server") == 6
@@ -112,14 +136,31 @@ def test_plan_runs_as_a_module_on_the_default_config():
 
 def test_snakemake_dry_run_plans_every_non_blocked_cell(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d",
-         str(tmp_path), "--configfile", str(SEED_CONFIG), "--cores", "1"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            str(SEED_CONFIG),
+            "--cores",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     out = proc.stdout + proc.stderr
-    planned = {line.split("=", 1)[1] for line in map(str.strip, out.splitlines())
-               if line.startswith("wildcards: cell=")}
+    planned = {
+        line.split("=", 1)[1]
+        for line in map(str.strip, out.splitlines())
+        if line.startswith("wildcards: cell=")
+    }
     runnable = {c.id for c in load_cells(SEED_CONFIG) if not c.blocked}
     assert runnable <= planned
     for engine in ("llamacpp-cuda", "vllm-nightly", "sglang"):

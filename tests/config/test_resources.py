@@ -16,17 +16,33 @@ BLOCKED = "smollm2-135m__llamacpp-cpu__q4_1__none__other"
 
 
 def layered_config() -> dict:
-    config = tiny_config([
-        {"matrix": {"model": ["smollm2-135m"], "engine": ["llamacpp-cpu"],
-                    "drafter": ["none", "ngram"], "workload": ["tiny"]},
-         "resources": {"runtime": 30}},
-        {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "other",
-         "blocked": "needs a GPU this matrix lacks", "resources": {"gpu": 2}},
-    ])
+    config = tiny_config(
+        [
+            {
+                "matrix": {
+                    "model": ["smollm2-135m"],
+                    "engine": ["llamacpp-cpu"],
+                    "drafter": ["none", "ngram"],
+                    "workload": ["tiny"],
+                },
+                "resources": {"runtime": 30},
+            },
+            {
+                "model": "smollm2-135m",
+                "engine": "llamacpp-cpu",
+                "workload": "other",
+                "blocked": "needs a GPU this matrix lacks",
+                "resources": {"gpu": 2},
+            },
+        ]
+    )
     config["workloads"]["other"] = config["workloads"]["tiny"]
     config["resources"] = {"slurm_partition": "gpu", "mem_mb": 1000}
-    config["engines"]["llamacpp-cpu"]["resources"] = {"gpu": 1, "mem_mb": 64000,
-                                                      "slurm_extra": "--qos=high"}
+    config["engines"]["llamacpp-cpu"]["resources"] = {
+        "gpu": 1,
+        "mem_mb": 64000,
+        "slurm_extra": "--qos=high",
+    }
     return config
 
 
@@ -44,10 +60,10 @@ def test_later_layers_win_key_by_key():
 
 
 def test_defaults_fill_what_no_layer_sets():
-    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu",
-                           "workload": "tiny"}])
+    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
     assert resources_by_cell(validate_config(config)) == {
-        BASE: {"gpu": 0, "mem_mb": 8192, "runtime": 60, "cpus_per_task": 2}}
+        BASE: {"gpu": 0, "mem_mb": 8192, "runtime": 60, "cpus_per_task": 2}
+    }
 
 
 def test_a_blocked_cell_never_waits_for_a_gpu():
@@ -68,15 +84,17 @@ def test_resources_never_reach_a_cells_settings():
     assert with_resources == [cell.to_dict() for cell in build_cells(validate_config(plain))]
 
 
-@pytest.mark.parametrize("resources, key", [
-    ({"gpus": 1}, "resources"),
-    ({"mem_mb": "64G"}, "resources.mem_mb"),
-    ({"gpu": -1}, "resources.gpu"),
-    ({"runtime": 0}, "resources.runtime"),
-])
+@pytest.mark.parametrize(
+    "resources, key",
+    [
+        ({"gpus": 1}, "resources"),
+        ({"mem_mb": "64G"}, "resources.mem_mb"),
+        ({"gpu": -1}, "resources.gpu"),
+        ({"runtime": 0}, "resources.runtime"),
+    ],
+)
 def test_bad_resources_name_their_key(resources, key):
-    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu",
-                           "workload": "tiny"}])
+    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
     config["engines"]["llamacpp-cpu"]["resources"] = resources
     with pytest.raises(ConfigError, match=f"engines.llamacpp-cpu.{key}"):
         validate_config(config)
@@ -89,8 +107,7 @@ def test_the_cell_rule_asks_snakemake_for_them(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     jobs = {}
     for block in (proc.stdout + proc.stderr).split("\nrule ")[1:]:
-        lines = dict(line.strip().split(": ", 1) for line in block.splitlines()[1:]
-                     if ": " in line)
+        lines = dict(line.strip().split(": ", 1) for line in block.splitlines()[1:] if ": " in line)
         if block.startswith("cell:"):
             jobs[lines["wildcards"].removeprefix("cell=")] = lines["resources"]
         else:

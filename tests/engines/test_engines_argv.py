@@ -38,9 +38,16 @@ def sglang_engine(**extra) -> dict:
     }
 
 
-def build(engine: dict, drafter: dict | None = None, quant: str = "q", draft_quant: str = "q",
-          manifests: tuple = (None, None), port: int = 9000, cell_extra: dict | None = None,
-          **top):
+def build(
+    engine: dict,
+    drafter: dict | None = None,
+    quant: str = "q",
+    draft_quant: str = "q",
+    manifests: tuple = (None, None),
+    port: int = 9000,
+    cell_extra: dict | None = None,
+    **top,
+):
     drafters = {}
     cell = {"model": "m", "quant": quant, "engine": "e", "workload": "w", **(cell_extra or {})}
     if drafter is not None:
@@ -75,8 +82,21 @@ LLAMACPP_DRAFTERS = [
 def test_llamacpp_base_argv_and_defaults():
     _, command = build(llamacpp_engine(settings={"ctx_size": 4096, "threads": 2}))
     assert command.argv == [
-        "/opt/llama-server", "-m", "/models/m.gguf", "-c", "4096", "--parallel", "2", "-cb",
-        "-t", "2", "--metrics", "--host", "127.0.0.1", "--port", "9000",
+        "/opt/llama-server",
+        "-m",
+        "/models/m.gguf",
+        "-c",
+        "4096",
+        "--parallel",
+        "2",
+        "-cb",
+        "-t",
+        "2",
+        "--metrics",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9000",
     ]
     assert command.base_url == "http://127.0.0.1:9000"
     assert command.served_model is None and command.stop_argv is None
@@ -100,8 +120,15 @@ def test_llamacpp_every_drafter_kind(kind, n_max_flag, needs_model):
 
 
 def test_llamacpp_drafter_settings_and_unknown_engine_settings_pass_through():
-    engine = llamacpp_engine(settings={"flash_attn": True, "no_mmap": True, "cont_batching": False,
-                                       "metrics": False, "cache_type_k": "q8_0"})
+    engine = llamacpp_engine(
+        settings={
+            "flash_attn": True,
+            "no_mmap": True,
+            "cont_batching": False,
+            "metrics": False,
+            "cache_type_k": "q8_0",
+        }
+    )
     drafter = {"kind": "ngram-mod", "settings": {"spec_ngram_mod_n_min": 2}}
     _, command = build(engine, drafter)
     argv = command.argv
@@ -125,29 +152,64 @@ def test_llamacpp_per_slot_context_from_config():
 
 # -- vLLM --------------------------------------------------------------------------------------
 VLLM_DRAFTERS = [
-    ("mtp", False), ("mtp", True), ("eagle", True), ("eagle3", True), ("ngram", False),
-    ("draft_model", True), ("suffix", False), ("medusa", True),
+    ("mtp", False),
+    ("mtp", True),
+    ("eagle", True),
+    ("eagle3", True),
+    ("ngram", False),
+    ("draft_model", True),
+    ("suffix", False),
+    ("medusa", True),
 ]
 
 
 def test_vllm_base_argv_from_hub_id():
-    engine = vllm_engine(settings={"max_num_seqs": 32, "gpu_memory_utilization": 0.85,
-                                   "max_model_len": 65536, "enforce_eager": True})
+    engine = vllm_engine(
+        settings={
+            "max_num_seqs": 32,
+            "gpu_memory_utilization": 0.85,
+            "max_model_len": 65536,
+            "enforce_eager": True,
+        }
+    )
     _, command = build(engine, quant="hub")
     assert command.argv == [
-        "vllm", "serve", "org/model-hub", "--host", "127.0.0.1", "--port", "9000",
-        "--max-model-len", "65536", "--gpu-memory-utilization", "0.85", "--max-num-seqs", "32",
+        "vllm",
+        "serve",
+        "org/model-hub",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9000",
+        "--max-model-len",
+        "65536",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-seqs",
+        "32",
         "--enforce-eager",
     ]
     assert command.served_model == "org/model-hub"
-    assert adapter_for("vllm").per_slot_context(one_cell(make_config(
-        {"e": engine}, [{"model": "m", "quant": "hub", "engine": "e", "workload": "w"}]))) is None
+    assert (
+        adapter_for("vllm").per_slot_context(
+            one_cell(
+                make_config(
+                    {"e": engine}, [{"model": "m", "quant": "hub", "engine": "e", "workload": "w"}]
+                )
+            )
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("kind,with_model", VLLM_DRAFTERS)
 def test_vllm_every_drafter_kind(kind, with_model):
-    drafter = {"kind": kind, "n_max": 4, "with_model": with_model,
-               "settings": {"prompt_lookup_max": 5} if kind == "ngram" else {}}
+    drafter = {
+        "kind": kind,
+        "n_max": 4,
+        "with_model": with_model,
+        "settings": {"prompt_lookup_max": 5} if kind == "ngram" else {},
+    }
     _, command = build(vllm_engine(), drafter, quant="hub", draft_quant="hub")
     config = json.loads(after(command.argv, "--speculative-config"))
     assert config["method"] == kind
@@ -167,12 +229,15 @@ def test_vllm_pins_resolved_revisions_and_keeps_branch_names_out():
         {"primary": "/hub/draft", "revision_sha": SHA_DRAFT, "hub_cache": "/hub"},
     )
     drafter = {"kind": "mtp", "n_max": 3, "with_model": True}
-    _, command = build(vllm_engine(), drafter, quant="hub", draft_quant="hub",
-                       manifests=manifests)
+    _, command = build(vllm_engine(), drafter, quant="hub", draft_quant="hub", manifests=manifests)
     assert after(command.argv, "--revision") == SHA_MAIN
     config = json.loads(after(command.argv, "--speculative-config"))
-    assert config == {"method": "mtp", "model": "org/draft-hub", "revision": SHA_DRAFT,
-                      "num_speculative_tokens": 3}
+    assert config == {
+        "method": "mtp",
+        "model": "org/draft-hub",
+        "revision": SHA_DRAFT,
+        "num_speculative_tokens": 3,
+    }
     _, unpinned = build(vllm_engine(), drafter, quant="hub", draft_quant="hub")
     assert "--revision" not in unpinned.argv  # `main` is vLLM's default; not passed
 
@@ -190,8 +255,12 @@ def test_vllm_served_model_name_setting():
 
 # -- SGLang ------------------------------------------------------------------------------------
 SGLANG_DRAFTERS = [
-    ("nextn", False, "NEXTN"), ("nextn", True, "NEXTN"), ("eagle", True, "EAGLE"),
-    ("eagle3", True, "EAGLE3"), ("standalone", True, "STANDALONE"), ("ngram", False, "NGRAM"),
+    ("nextn", False, "NEXTN"),
+    ("nextn", True, "NEXTN"),
+    ("eagle", True, "EAGLE"),
+    ("eagle3", True, "EAGLE3"),
+    ("standalone", True, "STANDALONE"),
+    ("ngram", False, "NGRAM"),
 ]
 
 
@@ -199,9 +268,19 @@ def test_sglang_base_argv():
     engine = sglang_engine(settings={"context_length": 65536, "mem_fraction_static": 0.8})
     _, command = build(engine, quant="hub", port=30000)
     assert command.argv == [
-        "python3", "-m", "sglang.launch_server", "--model-path", "org/model-hub",
-        "--host", "127.0.0.1", "--port", "30000", "--context-length", "65536",
-        "--mem-fraction-static", "0.8",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "org/model-hub",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--context-length",
+        "65536",
+        "--mem-fraction-static",
+        "0.8",
     ]
 
 
@@ -209,8 +288,9 @@ def test_sglang_base_argv():
 def test_sglang_every_drafter_kind(kind, with_model, algorithm):
     drafter = {"kind": kind, "n_max": 3, "with_model": with_model}
     manifests = (None, {"primary": "/x", "revision_sha": SHA_DRAFT}) if with_model else (None, None)
-    _, command = build(sglang_engine(), drafter, quant="hub", draft_quant="hub",
-                       manifests=manifests)
+    _, command = build(
+        sglang_engine(), drafter, quant="hub", draft_quant="hub", manifests=manifests
+    )
     argv = command.argv
     assert after(argv, "--speculative-algorithm") == algorithm
     if with_model:
@@ -228,8 +308,12 @@ def test_sglang_every_drafter_kind(kind, with_model, algorithm):
 
 
 def test_sglang_drafter_settings_override_the_defaults():
-    drafter = {"kind": "eagle", "n_max": 5, "with_model": True,
-               "settings": {"eagle_topk": 4, "num_draft_tokens": 8}}
+    drafter = {
+        "kind": "eagle",
+        "n_max": 5,
+        "with_model": True,
+        "settings": {"eagle_topk": 4, "num_draft_tokens": 8},
+    }
     _, command = build(sglang_engine(), drafter, quant="hub", draft_quant="hub")
     assert after(command.argv, "--speculative-eagle-topk") == "4"
     assert after(command.argv, "--speculative-num-draft-tokens") == "8"
@@ -238,8 +322,13 @@ def test_sglang_drafter_settings_override_the_defaults():
 # -- config errors name the key ----------------------------------------------------------------
 @pytest.mark.parametrize(
     "engine,kind",
-    [(vllm_engine(), "draft-mtp"), (vllm_engine(), "nextn"), (sglang_engine(), "mtp"),
-     (llamacpp_engine(), "eagle3"), (sglang_engine(), "draft_model")],
+    [
+        (vllm_engine(), "draft-mtp"),
+        (vllm_engine(), "nextn"),
+        (sglang_engine(), "mtp"),
+        (llamacpp_engine(), "eagle3"),
+        (sglang_engine(), "draft_model"),
+    ],
 )
 def test_unsupported_drafter_kind_is_rejected_naming_the_key(engine, kind):
     with pytest.raises(ConfigError, match=rf"config key 'cells\[0\]\.drafter'.*'{kind}'"):
@@ -265,18 +354,27 @@ def clean_hf_env(monkeypatch, tmp_path):
 
 
 def test_docker_llamacpp_full_image_mounts_and_publishes_on_loopback(clean_hf_env):
-    engine = {"kind": "llamacpp", "launch": "docker",
-              "docker": {"image": "ghcr.io/ggml-org/llama.cpp:full-cuda"},
-              "settings": {"port": 8081, "n_gpu_layers": 99}}
-    cell, command = build(engine, {"kind": "draft-mtp", "n_max": 4, "with_model": True},
-                          port=41000)
+    engine = {
+        "kind": "llamacpp",
+        "launch": "docker",
+        "docker": {"image": "ghcr.io/ggml-org/llama.cpp:full-cuda"},
+        "settings": {"port": 8081, "n_gpu_layers": 99},
+    }
+    cell, command = build(engine, {"kind": "draft-mtp", "n_max": 4, "with_model": True}, port=41000)
     name = "llmbench-" + cell.id
     assert command.argv[:9] == [
-        "docker", "run", "--gpus", "all", "-p", "127.0.0.1:41000:8081",
-        "-v", "/models:/models:ro", "--name",
+        "docker",
+        "run",
+        "--gpus",
+        "all",
+        "-p",
+        "127.0.0.1:41000:8081",
+        "-v",
+        "/models:/models:ro",
+        "--name",
     ]
     image_at = command.argv.index("ghcr.io/ggml-org/llama.cpp:full-cuda")
-    assert command.argv[image_at + 1:image_at + 4] == ["--server", "-m", "/models/m.gguf"]
+    assert command.argv[image_at + 1 : image_at + 4] == ["--server", "-m", "/models/m.gguf"]
     assert after(command.argv, "--model-draft") == "/models/draft.gguf"
     assert command.argv[-4:] == ["--host", "0.0.0.0", "--port", "8081"]
     assert command.base_url == "http://127.0.0.1:41000"
@@ -286,8 +384,11 @@ def test_docker_llamacpp_full_image_mounts_and_publishes_on_loopback(clean_hf_en
 
 
 def test_docker_server_image_has_no_dispatcher_flag_and_0000_publishes_everywhere(clean_hf_env):
-    engine = {"kind": "llamacpp", "launch": "docker",
-              "docker": {"image": "ghcr.io/ggml-org/llama.cpp:server-cuda", "gpus": ""}}
+    engine = {
+        "kind": "llamacpp",
+        "launch": "docker",
+        "docker": {"image": "ghcr.io/ggml-org/llama.cpp:server-cuda", "gpus": ""},
+    }
     _, command = build(engine, port=8080, host="0.0.0.0")
     assert "--gpus" not in command.argv and "--server" not in command.argv
     assert after(command.argv, "-p") == "8080:8080"
@@ -304,22 +405,48 @@ def test_docker_hub_cache_symlinked_files_are_mounted_one_by_one(tmp_path, clean
     os.symlink(blobs / "x1", snap / "main.gguf")
     os.symlink(blobs / "x2", snap / "MTP" / "draft.gguf")
     models = {
-        "m": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r", "revision": "main",
-                                           "filename": "main.gguf"}}}},
-        "draft": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r", "revision": "main",
-                                               "filename": "MTP/draft.gguf"}}}},
+        "m": {
+            "quants": {
+                "q": {
+                    "weights": {
+                        "source": "hf",
+                        "repo": "o/r",
+                        "revision": "main",
+                        "filename": "main.gguf",
+                    }
+                }
+            }
+        },
+        "draft": {
+            "quants": {
+                "q": {
+                    "weights": {
+                        "source": "hf",
+                        "repo": "o/r",
+                        "revision": "main",
+                        "filename": "MTP/draft.gguf",
+                    }
+                }
+            }
+        },
     }
-    engine = {"kind": "llamacpp", "launch": "docker",
-              "docker": {"image": "ghcr.io/ggml-org/llama.cpp:full-cuda"}}
+    engine = {
+        "kind": "llamacpp",
+        "launch": "docker",
+        "docker": {"image": "ghcr.io/ggml-org/llama.cpp:full-cuda"},
+    }
     manifests = (
         {"primary": str(snap / "main.gguf"), "revision_sha": SHA_MAIN},
         {"primary": str(snap / "MTP" / "draft.gguf"), "revision_sha": SHA_MAIN},
     )
-    _, command = build(engine, {"kind": "draft-mtp", "with_model": True}, models=models,
-                       manifests=manifests)
+    _, command = build(
+        engine, {"kind": "draft-mtp", "with_model": True}, models=models, manifests=manifests
+    )
     mounts = [command.argv[i + 1] for i, t in enumerate(command.argv) if t == "-v"]
-    assert mounts == [f"{blobs / 'x1'}:/models/main.gguf:ro",
-                      f"{blobs / 'x2'}:/models/MTP/draft.gguf:ro"]
+    assert mounts == [
+        f"{blobs / 'x1'}:/models/main.gguf:ro",
+        f"{blobs / 'x2'}:/models/MTP/draft.gguf:ro",
+    ]
     assert after(command.argv, "-m") == "/models/main.gguf"
     assert after(command.argv, "--model-draft") == "/models/MTP/draft.gguf"
     # before the fetch, the plan shows the shared snapshot as one placeholder mount
@@ -328,14 +455,24 @@ def test_docker_hub_cache_symlinked_files_are_mounted_one_by_one(tmp_path, clean
     assert "<models>" in planned.placeholders
 
 
-def test_docker_vllm_mounts_the_hub_cache_the_weights_rule_used(tmp_path, clean_hf_env,
-                                                                monkeypatch):
+def test_docker_vllm_mounts_the_hub_cache_the_weights_rule_used(
+    tmp_path, clean_hf_env, monkeypatch
+):
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
-    engine = {"kind": "vllm", "launch": "docker",
-              "docker": {"image": "vllm/vllm-openai:nightly", "detach": True},
-              "env": {"VLLM_LOGGING_LEVEL": "INFO"}}
-    manifests = ({"primary": str(tmp_path / "x"), "revision_sha": SHA_MAIN,
-                  "hub_cache": str(tmp_path / "cache" / "hub")}, None)
+    engine = {
+        "kind": "vllm",
+        "launch": "docker",
+        "docker": {"image": "vllm/vllm-openai:nightly", "detach": True},
+        "env": {"VLLM_LOGGING_LEVEL": "INFO"},
+    }
+    manifests = (
+        {
+            "primary": str(tmp_path / "x"),
+            "revision_sha": SHA_MAIN,
+            "hub_cache": str(tmp_path / "cache" / "hub"),
+        },
+        None,
+    )
     cell, command = build(engine, quant="hub", manifests=manifests, port=8000)
     argv = command.argv
     assert argv[:6] == ["docker", "run", "-d", "--gpus", "all", "--ipc=host"]
@@ -343,7 +480,7 @@ def test_docker_vllm_mounts_the_hub_cache_the_weights_rule_used(tmp_path, clean_
     assert "-e" in argv and "HF_TOKEN" in argv and "VLLM_LOGGING_LEVEL=INFO" in argv
     assert not any("hf_secret_value" in token for token in argv)
     image_at = argv.index("vllm/vllm-openai:nightly")
-    assert argv[image_at + 1:image_at + 4] == ["org/model-hub", "--revision", SHA_MAIN]
+    assert argv[image_at + 1 : image_at + 4] == ["org/model-hub", "--revision", SHA_MAIN]
     assert command.follow_argv == ["docker", "logs", "-f", "llmbench-" + cell.id]
     # without a manifest: the environment's cache, written as users write it
     _, planned = build(engine, quant="hub", port=8000)
@@ -357,18 +494,29 @@ def test_docker_sglang_shm_and_module_command(clean_hf_env):
     argv = command.argv
     assert after(argv, "--shm-size") == "32g"
     image_at = argv.index("lmsysorg/sglang:latest")
-    assert argv[image_at + 1:image_at + 6] == [
-        "python3", "-m", "sglang.launch_server", "--model-path", "org/model-hub"]
+    assert argv[image_at + 1 : image_at + 6] == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "org/model-hub",
+    ]
 
 
 def test_docker_command_override(clean_hf_env):
-    engine = {"kind": "vllm", "launch": "docker",
-              "docker": {"image": "my/vllm", "command": ["vllm", "serve"],
-                         "extra_args": ["--privileged"]}}
+    engine = {
+        "kind": "vllm",
+        "launch": "docker",
+        "docker": {
+            "image": "my/vllm",
+            "command": ["vllm", "serve"],
+            "extra_args": ["--privileged"],
+        },
+    }
     _, command = build(engine, quant="hub")
     image_at = command.argv.index("my/vllm")
     assert command.argv[image_at - 1] == "--privileged"
-    assert command.argv[image_at + 1:image_at + 4] == ["vllm", "serve", "org/model-hub"]
+    assert command.argv[image_at + 1 : image_at + 4] == ["vllm", "serve", "org/model-hub"]
 
 
 # -- readouts ----------------------------------------------------------------------------------
@@ -409,16 +557,41 @@ def test_sglang_accept_length_from_server_info():
 
 def test_flag_args_rendering():
     assert flag_args({"b": 1, "a": None, "c": True, "d": False, "e": {"x": 1}}, ("e",)) == [
-        "--e", '{"x":1}', "--b", "1", "--c", "--no-d",
+        "--e",
+        '{"x":1}',
+        "--b",
+        "1",
+        "--c",
+        "--no-d",
     ]
 
 
 def test_native_llamacpp_on_hub_ggufs_shows_placeholders_until_fetched(tmp_path):
     models = {
-        "m": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r", "revision": "main",
-                                           "filename": "main.gguf"}}}},
-        "draft": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r", "revision": "main",
-                                               "filename": "MTP/draft.gguf"}}}},
+        "m": {
+            "quants": {
+                "q": {
+                    "weights": {
+                        "source": "hf",
+                        "repo": "o/r",
+                        "revision": "main",
+                        "filename": "main.gguf",
+                    }
+                }
+            }
+        },
+        "draft": {
+            "quants": {
+                "q": {
+                    "weights": {
+                        "source": "hf",
+                        "repo": "o/r",
+                        "revision": "main",
+                        "filename": "MTP/draft.gguf",
+                    }
+                }
+            }
+        },
     }
     drafter = {"kind": "draft-mtp", "with_model": True}
     _, planned = build(llamacpp_engine(), drafter, models=models)
@@ -449,8 +622,10 @@ def test_sglang_reads_server_info_or_its_deprecated_alias(standin):
                 found = path in paths
                 payload = json.dumps(info if found else {"detail": "Not Found"}).encode()
                 status = b"200 OK" if found else b"404 Not Found"
-                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+                writer.write(
+                    b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+                )
                 await writer.drain()
 
         return standin.start(handler)
@@ -476,27 +651,68 @@ def test_sglang_published_nextn_flags_in_the_published_order():
     quantization, steps, draft tokens, top-k; settings in SGLang's order (kv dtype after
     quantization), the config's extra flags last."""
     engine = sglang_engine(
-        settings={"context_length": 65536, "quantization": "modelopt_fp4",
-                  "kv_cache_dtype": "fp8_e4m3", "attention_backend": "triton"},
-        extra_args=["--mem-fraction-static", "0.85"])
-    drafter = {"kind": "nextn", "n_max": 5, "with_model": True,
-               "settings": {"draft_model_quantization": "unquant"}}
+        settings={
+            "context_length": 65536,
+            "quantization": "modelopt_fp4",
+            "kv_cache_dtype": "fp8_e4m3",
+            "attention_backend": "triton",
+        },
+        extra_args=["--mem-fraction-static", "0.85"],
+    )
+    drafter = {
+        "kind": "nextn",
+        "n_max": 5,
+        "with_model": True,
+        "settings": {"draft_model_quantization": "unquant"},
+    }
     _, command = build(engine, drafter, quant="hub", draft_quant="hub", port=30000)
     assert command.argv[3:] == [
-        "--model-path", "org/model-hub", "--host", "127.0.0.1", "--port", "30000",
-        "--context-length", "65536", "--quantization", "modelopt_fp4",
-        "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton",
-        "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", "org/draft-hub",
-        "--speculative-draft-model-quantization", "unquant", "--speculative-num-steps", "5",
-        "--speculative-num-draft-tokens", "6", "--speculative-eagle-topk", "1",
-        "--mem-fraction-static", "0.85",
+        "--model-path",
+        "org/model-hub",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--context-length",
+        "65536",
+        "--quantization",
+        "modelopt_fp4",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--attention-backend",
+        "triton",
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-draft-model-path",
+        "org/draft-hub",
+        "--speculative-draft-model-quantization",
+        "unquant",
+        "--speculative-num-steps",
+        "5",
+        "--speculative-num-draft-tokens",
+        "6",
+        "--speculative-eagle-topk",
+        "1",
+        "--mem-fraction-static",
+        "0.85",
     ]
 
 
 def test_docker_options_replace_the_adapters(clean_hf_env):
-    engine = {"kind": "sglang", "launch": "docker",
-              "docker": {"image": "img", "options": ["--ipc=host", "--shm-size", "128g"]}}
+    engine = {
+        "kind": "sglang",
+        "launch": "docker",
+        "docker": {"image": "img", "options": ["--ipc=host", "--shm-size", "128g"]},
+    }
     _, command = build(engine, quant="hub", port=30000)
-    assert command.argv[:8] == ["docker", "run", "--gpus", "all", "--ipc=host", "--shm-size",
-                                "128g", "-p"]
+    assert command.argv[:8] == [
+        "docker",
+        "run",
+        "--gpus",
+        "all",
+        "--ipc=host",
+        "--shm-size",
+        "128g",
+        "-p",
+    ]
     assert "32g" not in command.argv

@@ -48,11 +48,11 @@ def test_the_smoke_model_has_every_common_weight_type_with_finite_weights():
 
 
 @pytest.mark.standin
-@pytest.mark.parametrize(("signal_name", "named"), [("ILL", "SIGILL (illegal instruction"),
-                                                    ("SEGV", "SIGSEGV (segmentation fault")])
-def test_a_binary_that_dies_at_its_first_decode_fails_the_smoke_test(
-    tmp_path, signal_name, named
-):
+@pytest.mark.parametrize(
+    ("signal_name", "named"),
+    [("ILL", "SIGILL (illegal instruction"), ("SEGV", "SIGSEGV (segmentation fault")],
+)
+def test_a_binary_that_dies_at_its_first_decode_fails_the_smoke_test(tmp_path, signal_name, named):
     result = smoke_test(crashing(signal_name), {}, tmp_path / "smoke.log")
     assert not result.passed
     assert f"was killed by {named}" in result.reason
@@ -74,8 +74,12 @@ def _standin_builder(programs: dict[str, list[str]], tmp_path: Path):
         program = " ".join(programs[plan.variant.name])
         launcher.write_text(f'#!/bin/sh\nexec {program} "$@"\n')
         launcher.chmod(0o755)
-        return {"binary": str(launcher), "variant": plan.variant.name, "key": plan.key,
-                "cpu_features": list(plan.cpu_features or []) or None}
+        return {
+            "binary": str(launcher),
+            "variant": plan.variant.name,
+            "key": plan.key,
+            "cpu_features": list(plan.cpu_features or []) or None,
+        }
 
     return build
 
@@ -83,17 +87,26 @@ def _standin_builder(programs: dict[str, list[str]], tmp_path: Path):
 @pytest.mark.standin
 def test_when_every_variant_dies_the_engine_has_one_clear_reason_and_no_cell_starts(tmp_path):
     builder = _standin_builder(
-        {"native": crashing("ILL"), "native-no-amx": crashing("ILL"),
-         "portable": crashing("SEGV"), "baseline": crashing("ABRT")},
+        {
+            "native": crashing("ILL"),
+            "native-no-amx": crashing("ILL"),
+            "portable": crashing("SEGV"),
+            "baseline": crashing("ABRT"),
+        },
         tmp_path,
     )
     with pytest.raises(EngineUnusable) as caught:
-        provision_build("cpu", {"build": {}}, str(tmp_path / "engine.log"), builder=builder,
-                        isa=AMX_CPU)
+        provision_build(
+            "cpu", {"build": {}}, str(tmp_path / "engine.log"), builder=builder, isa=AMX_CPU
+        )
     message = str(caught.value)
     assert message.startswith("no build variant of llama-server runs on this machine")
-    for variant, signal_name in (("native", "SIGILL"), ("native-no-amx", "SIGILL"),
-                                 ("portable", "SIGSEGV"), ("baseline", "SIGABRT")):
+    for variant, signal_name in (
+        ("native", "SIGILL"),
+        ("native-no-amx", "SIGILL"),
+        ("portable", "SIGSEGV"),
+        ("baseline", "SIGABRT"),
+    ):
         assert f"{variant}: server was killed by {signal_name}" in message
     assert [a["outcome"] for a in caught.value.attempts] == ["failed"] * 4
     assert (tmp_path / "cpu.smoke-native.log").exists()  # each variant's server log is kept
@@ -102,15 +115,28 @@ def test_when_every_variant_dies_the_engine_has_one_clear_reason_and_no_cell_sta
     from workflow_scripts.cell.failures import write_failed_stamp
 
     stamp = tmp_path / "engine.json"
-    write_failed_stamp(stamp, tmp_path / "failures", "engine-cpu", caught.value,
-                       {"attempts": caught.value.attempts})
-    cell = one_cell(make_config(
-        {"cpu": {"kind": "llamacpp", "launch": "build"}},
-        [{"model": "m", "quant": "q", "engine": "cpu", "workload": "w"}],
-    ))
+    write_failed_stamp(
+        stamp,
+        tmp_path / "failures",
+        "engine-cpu",
+        caught.value,
+        {"attempts": caught.value.attempts},
+    )
+    cell = one_cell(
+        make_config(
+            {"cpu": {"kind": "llamacpp", "launch": "build"}},
+            [{"model": "m", "quant": "q", "engine": "cpu", "workload": "w"}],
+        )
+    )
     out = tmp_path / "cell"
-    result = run_cell(CellInputs(cell=cell, out_dir=out, engine_info=json.loads(stamp.read_text()),
-                                 weights_manifest={"primary": "/models/m.gguf"}))
+    result = run_cell(
+        CellInputs(
+            cell=cell,
+            out_dir=out,
+            engine_info=json.loads(stamp.read_text()),
+            weights_manifest={"primary": "/models/m.gguf"},
+        )
+    )
     assert result["status"] == "failed"
     assert result["reason"].startswith("RuntimeError: engine unusable: EngineUnusable: no build")
     assert "server_command" not in result  # it never got as far as a command
@@ -129,15 +155,27 @@ def test_the_real_build_passes_the_smoke_test(tmp_path):
 def test_fallback_records_each_attempt_and_cells_run_on_the_build_that_passed(tmp_path):
     real = llama_server_binary()
     builder = _standin_builder(
-        {"native": crashing("ILL"), "native-no-amx": crashing("SEGV"),
-         "portable": [real], "baseline": crashing("ILL")},
+        {
+            "native": crashing("ILL"),
+            "native-no-amx": crashing("SEGV"),
+            "portable": [real],
+            "baseline": crashing("ILL"),
+        },
         tmp_path,
     )
-    info = provision_build("cpu", {"build": {}, "settings": {"threads": 2}},
-                           str(tmp_path / "engine.log"), builder=builder, isa=AMX_CPU)
+    info = provision_build(
+        "cpu",
+        {"build": {}, "settings": {"threads": 2}},
+        str(tmp_path / "engine.log"),
+        builder=builder,
+        isa=AMX_CPU,
+    )
     assert info["variant"] == "portable"
     assert [(a["variant"], a["outcome"]) for a in info["attempts"]] == [
-        ("native", "failed"), ("native-no-amx", "failed"), ("portable", "passed")]
+        ("native", "failed"),
+        ("native-no-amx", "failed"),
+        ("portable", "passed"),
+    ]
     assert "SIGILL (illegal instruction" in info["attempts"][0]["reason"]
     assert "SIGSEGV" in info["attempts"][1]["reason"]
     assert info["smoke"]["passed"] and info["smoke"]["tokens"] == 16
@@ -148,8 +186,14 @@ def test_fallback_records_each_attempt_and_cells_run_on_the_build_that_passed(tm
     )
     cell = one_cell(config)
     gguf = smollm2_gguf(tmp_path)
-    result = run_cell(CellInputs(cell=cell, out_dir=tmp_path / "cell", engine_info=info,
-                                 weights_manifest={"primary": gguf}))
+    result = run_cell(
+        CellInputs(
+            cell=cell,
+            out_dir=tmp_path / "cell",
+            engine_info=info,
+            weights_manifest={"primary": gguf},
+        )
+    )
     assert result["status"] == "done", result.get("reason")
     assert result["server_command"][0] == info["binary"]
     assert result["engine_info"]["variant"] == "portable"
@@ -162,8 +206,12 @@ def _missing_isa_flags() -> list[str] | None:
     if "avx512f" not in flags:
         return ["-DGGML_AVX512=ON"]
     if "amx_tile" not in flags:
-        return ["-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AMX_TILE=ON",
-                "-DGGML_AMX_INT8=ON"]
+        return [
+            "-DGGML_AVX512=ON",
+            "-DGGML_AVX512_VNNI=ON",
+            "-DGGML_AMX_TILE=ON",
+            "-DGGML_AMX_INT8=ON",
+        ]
     return None
 
 
@@ -185,15 +233,26 @@ def test_a_real_build_for_instructions_this_cpu_lacks_is_caught_by_the_smoke_tes
 def test_a_native_build_from_another_cpu_is_refused_before_launch(tmp_path):
     """A shared cache or a Slurm login node can hand a cell a native binary built for other
     CPU features: the cell fails with that reason instead of dying of SIGILL."""
-    foreign = {"binary": "/nonexistent/llama-server", "variant": "native",
-               "cpu_features": ["avx2", "no_such_feature_anywhere"]}
-    cell = one_cell(make_config(
-        {"cpu": {"kind": "llamacpp", "launch": "build"}},
-        [{"model": "m", "quant": "q", "engine": "cpu", "workload": "w"}],
-    ))
+    foreign = {
+        "binary": "/nonexistent/llama-server",
+        "variant": "native",
+        "cpu_features": ["avx2", "no_such_feature_anywhere"],
+    }
+    cell = one_cell(
+        make_config(
+            {"cpu": {"kind": "llamacpp", "launch": "build"}},
+            [{"model": "m", "quant": "q", "engine": "cpu", "workload": "w"}],
+        )
+    )
     out = tmp_path / "cell"
-    result = run_cell(CellInputs(cell=cell, out_dir=out, engine_info=foreign,
-                                 weights_manifest={"primary": "/models/m.gguf"}))
+    result = run_cell(
+        CellInputs(
+            cell=cell,
+            out_dir=out,
+            engine_info=foreign,
+            weights_manifest={"primary": "/models/m.gguf"},
+        )
+    )
     assert result["status"] == "failed"
     assert "engine unusable here" in result["reason"]
     assert "no_such_feature_anywhere" in result["reason"] and "build.variants" in result["reason"]

@@ -54,12 +54,22 @@ def gguf(tmp_path_factory) -> str:
 
 
 def llama_cell(binary: str, workload: dict | None = None, engine: dict | None = None, **top):
-    engine = {"kind": "llamacpp", "launch": "native", "binary": binary,
-              "settings": {"ctx_size": 1024, "threads": 1}, **(engine or {})}
-    return one_cell(make_config(
-        {"llama": engine}, [{"model": "m", "quant": "q", "engine": "llama", "workload": "w"}],
-        workload={"warmup_requests": 0, "max_tokens": 4, **(workload or {})},
-        memory={"interval_s": 0.2, "baseline_samples": 1}, **top))
+    engine = {
+        "kind": "llamacpp",
+        "launch": "native",
+        "binary": binary,
+        "settings": {"ctx_size": 1024, "threads": 1},
+        **(engine or {}),
+    }
+    return one_cell(
+        make_config(
+            {"llama": engine},
+            [{"model": "m", "quant": "q", "engine": "llama", "workload": "w"}],
+            workload={"warmup_requests": 0, "max_tokens": 4, **(workload or {})},
+            memory={"interval_s": 0.2, "baseline_samples": 1},
+            **top,
+        )
+    )
 
 
 def command_for(cell, gguf: str, port: int):
@@ -68,14 +78,21 @@ def command_for(cell, gguf: str, port: int):
 
 
 def listening_hosts(pid: int) -> set[str]:
-    return {c.laddr.ip for c in psutil.Process(pid).net_connections(kind="inet")
-            if c.status == psutil.CONN_LISTEN}
+    return {
+        c.laddr.ip
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    }
 
 
-@pytest.mark.parametrize("host,expected", [(None, {"127.0.0.1"}), ("127.0.0.2", {"127.0.0.2"})],
-                         ids=["default", "configured"])
-def test_the_server_listens_where_the_config_says_and_loopback_by_default(binary, gguf, tmp_path,
-                                                                         host, expected):
+@pytest.mark.parametrize(
+    "host,expected",
+    [(None, {"127.0.0.1"}), ("127.0.0.2", {"127.0.0.2"})],
+    ids=["default", "configured"],
+)
+def test_the_server_listens_where_the_config_says_and_loopback_by_default(
+    binary, gguf, tmp_path, host, expected
+):
     """The configured address is another loopback one, so the test exposes nothing."""
     cell = llama_cell(binary, **({"host": host} if host else {}))
     with reserve_port(cell.run["host"]) as lease:
@@ -88,7 +105,8 @@ def test_the_server_listens_where_the_config_says_and_loopback_by_default(binary
 
 
 def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_the_client(
-        binary, gguf, tmp_path, monkeypatch):
+    binary, gguf, tmp_path, monkeypatch
+):
     monkeypatch.setenv(KEY_ENV, KEY)
     cell = llama_cell(binary, engine={"api_key_env": KEY_ENV})
     assert KEY not in json.dumps(cell.to_dict())  # what Snakemake's params are made of
@@ -114,8 +132,14 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
             sent = compute_metrics(run_load(spec, PROMPTS, progress=False).records, False)
             assert sent["completed"] == 3 and sent["errors"] == 0
             unkeyed = load_spec_for(
-                llama_cell(binary, workload={"api_key_env": "BENCH_UNSET_KEY"},
-                           engine={"api_key_env": KEY_ENV}), command.base_url, None)
+                llama_cell(
+                    binary,
+                    workload={"api_key_env": "BENCH_UNSET_KEY"},
+                    engine={"api_key_env": KEY_ENV},
+                ),
+                command.base_url,
+                None,
+            )
             assert unkeyed.api_key is None
             refused = compute_metrics(run_load(unkeyed, PROMPTS, progress=False).records, False)
             assert refused["completed"] == 0 and refused["errors_by_reason"] == {"http_401": 3}
@@ -123,8 +147,9 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
             # The standalone client's command line a card prints names the variable, not the key.
             argv = client_argv(cell.workload_spec, command.base_url, str(tmp_path / "cli"))
             assert argv[argv.index("--api-key-env") + 1] == KEY_ENV and KEY not in argv
-            cli = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True,
-                                 text=True, timeout=120)
+            cli = subprocess.run(
+                [sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=120
+            )
             assert cli.returncode == 0, cli.stderr[-2000:]
             written = json.loads((tmp_path / "cli/metrics.json").read_text())
             assert written["completed"] == 4 and written["errors"] == 0
@@ -136,11 +161,19 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
 def test_a_cell_whose_key_variable_is_unset_fails_before_launch(binary, tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     cell = llama_cell(binary, engine={"api_key_env": KEY_ENV})
-    result = run_cell(CellInputs(cell=cell, out_dir=tmp_path / "cell", engine_info={},
-                                 weights_manifest={"primary": "/nonexistent.gguf"}))
+    result = run_cell(
+        CellInputs(
+            cell=cell,
+            out_dir=tmp_path / "cell",
+            engine_info={},
+            weights_manifest={"primary": "/nonexistent.gguf"},
+        )
+    )
     assert result["status"] == "failed"
-    assert f"'engines.llama.api_key_env': environment variable {KEY_ENV} is not set" in \
-        result["reason"]
+    assert (
+        f"'engines.llama.api_key_env': environment variable {KEY_ENV} is not set"
+        in result["reason"]
+    )
     assert (tmp_path / "cell/server.log").read_text() == "(the server was never started)\n"
 
 
@@ -148,10 +181,15 @@ def test_docker_passes_the_key_by_name_only(monkeypatch):
     """A container gets `-e LLAMA_API_KEY` (docker copies the value from its own environment,
     which the launch sets); the value is in no argv."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    engine = {"kind": "llamacpp", "launch": "docker", "api_key_env": KEY_ENV,
-              "docker": {"image": "ghcr.io/ggml-org/llama.cpp:server", "gpus": ""}}
-    cell = one_cell(make_config({"d": engine},
-                                [{"model": "m", "quant": "q", "engine": "d", "workload": "w"}]))
+    engine = {
+        "kind": "llamacpp",
+        "launch": "docker",
+        "api_key_env": KEY_ENV,
+        "docker": {"image": "ghcr.io/ggml-org/llama.cpp:server", "gpus": ""},
+    }
+    cell = one_cell(
+        make_config({"d": engine}, [{"model": "m", "quant": "q", "engine": "d", "workload": "w"}])
+    )
     command = command_for(cell, "/models/m.gguf", 8080)
     argv = command.argv
     assert argv[argv.index("-e") + 1] == "LLAMA_API_KEY"

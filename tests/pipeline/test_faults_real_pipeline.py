@@ -70,8 +70,9 @@ def wait_under_load(workdir: Path, server: psutil.Process, timeout_s: float = 12
 
 
 def listening(server: psutil.Process) -> list[tuple[str, int]]:
-    return [c.laddr[:2] for c in server.net_connections(kind="inet")
-            if c.status == psutil.CONN_LISTEN]
+    return [
+        c.laddr[:2] for c in server.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+    ]
 
 
 def stop_all(snakemake: subprocess.Popen, servers: list[psutil.Process]) -> None:
@@ -91,15 +92,25 @@ def killed_run(tmp_path_factory):
     cut = workdir / "cut.gguf"
     with open(whole, "rb") as source:
         cut.write_bytes(source.read(2 << 20))  # the header is whole: only the server can tell
-    write_config(workdir, tiny_config(
-        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
-         {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "long"},
-         {"model": "cut", "engine": "llamacpp-cpu", "workload": "tiny"}],
-        workloads={"tiny": tiny_workload(), "long": LONG},
-        models={"cut": {"quants": {"q0": {"weights": {"source": "local", "path": str(cut)}}}}}))
-    snakemake = subprocess.Popen(snakemake_argv(workdir, "results/summary/summary.csv"),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
+    write_config(
+        workdir,
+        tiny_config(
+            [
+                {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
+                {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "long"},
+                {"model": "cut", "engine": "llamacpp-cpu", "workload": "tiny"},
+            ],
+            workloads={"tiny": tiny_workload(), "long": LONG},
+            models={"cut": {"quants": {"q0": {"weights": {"source": "local", "path": str(cut)}}}}},
+        ),
+    )
+    snakemake = subprocess.Popen(
+        snakemake_argv(workdir, "results/summary/summary.csv"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     output: list[str] = []
     reader = threading.Thread(target=lambda: output.extend(snakemake.stdout), daemon=True)
     reader.start()
@@ -153,20 +164,29 @@ def test_the_failed_cells_and_only_they_are_redone(killed_run):
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["snakemake-only", "process-group"])
-def test_sigterm_to_snakemake_under_load_tears_down_and_redoes_only_that_cell(tmp_path,
-                                                                             to_group):
+def test_sigterm_to_snakemake_under_load_tears_down_and_redoes_only_that_cell(tmp_path, to_group):
     """SIGTERM to the snakemake process alone (`kill PID`, systemd, `timeout`), or to its whole
     process group (a batch system): Snakemake by itself would wait for the running cell to end.
     The server's process group must be gone within 10 s, nothing of the cell kept, and the next
     run must redo that cell and not the finished one."""
-    write_config(tmp_path, tiny_config(
-        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
-         {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "long"}],
-        workloads={"tiny": tiny_workload(), "long": LONG}))
+    write_config(
+        tmp_path,
+        tiny_config(
+            [
+                {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
+                {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "long"},
+            ],
+            workloads={"tiny": tiny_workload(), "long": LONG},
+        ),
+    )
     first = run_snakemake(tmp_path, f"results/cells/{GOOD}/metrics.json")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    snakemake = subprocess.Popen(snakemake_argv(tmp_path), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    snakemake = subprocess.Popen(
+        snakemake_argv(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     servers = []
     try:
         server = victim_server(snakemake)

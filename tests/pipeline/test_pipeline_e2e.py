@@ -39,9 +39,21 @@ def read_csv(path) -> list[dict]:
 def finished_run(tmp_path_factory):
     """One fresh run of a 2-cell matrix (base + ngram drafter)."""
     workdir = tmp_path_factory.mktemp("pipeline")
-    write_config(workdir, tiny_config(
-        [{"matrix": {"model": ["smollm2-135m"], "engine": ["llamacpp-cpu"],
-                     "drafter": ["none", "ngram"], "workload": ["tiny"]}}]))
+    write_config(
+        workdir,
+        tiny_config(
+            [
+                {
+                    "matrix": {
+                        "model": ["smollm2-135m"],
+                        "engine": ["llamacpp-cpu"],
+                        "drafter": ["none", "ngram"],
+                        "workload": ["tiny"],
+                    }
+                }
+            ]
+        ),
+    )
     start = time.monotonic()
     proc = run_snakemake(workdir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -66,8 +78,10 @@ def test_fresh_run_writes_every_output(finished_run):
         assert "127.0.0.1" in metrics["server_command"]
         lines = (folder / "requests.jsonl").read_text().splitlines()
         measured = [json.loads(line) for line in lines if not json.loads(line)["warmup"]]
-        assert sum(r["completion_tokens"] for r in measured if r["status"] == "ok") == \
-            metrics["completion_tokens"]
+        assert (
+            sum(r["completion_tokens"] for r in measured if r["status"] == "ok")
+            == metrics["completion_tokens"]
+        )
     png = workdir / "results/summary/decode_tok_s.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     spec = json.loads((workdir / "results/cells" / NGRAM / "metrics.json").read_text())["spec"]
@@ -106,8 +120,9 @@ def test_edit_one_cell_reruns_only_that_cell(finished_run, tmp_path):
 
         added = json.loads(json.dumps(config))
         added["workloads"]["tiny8"] = tiny_workload(max_tokens=8)
-        added["cells"].append({"model": "smollm2-135m", "engine": "llamacpp-cpu",
-                               "workload": "tiny8"})
+        added["cells"].append(
+            {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny8"}
+        )
         write_config(workdir, added)
         assert planned_cells(workdir) == {"smollm2-135m__llamacpp-cpu__q4_1__none__tiny8"}
     finally:
@@ -121,10 +136,16 @@ def test_failed_cell_is_shown_and_retried_alone(tmp_path):
     bad_file = tmp_path / "broken.gguf"
     bad_file.write_bytes(os.urandom(4096))
     broken = {"quants": {"q0": {"weights": {"source": "local", "path": str(bad_file)}}}}
-    write_config(tmp_path, tiny_config(
-        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
-         {"model": "broken", "engine": "llamacpp-cpu", "workload": "tiny"}],
-        models={"broken": broken}))
+    write_config(
+        tmp_path,
+        tiny_config(
+            [
+                {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
+                {"model": "broken", "engine": "llamacpp-cpu", "workload": "tiny"},
+            ],
+            models={"broken": broken},
+        ),
+    )
     proc = run_snakemake(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {r["cell"]: r for r in read_csv(tmp_path / "results/summary/summary.csv")}
@@ -136,11 +157,19 @@ def test_failed_cell_is_shown_and_retried_alone(tmp_path):
 
 
 def test_ctrl_c_tears_the_server_down_and_redoes_only_that_cell(tmp_path):
-    write_config(tmp_path, tiny_config(
-        [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "long"}],
-        workloads={"long": tiny_workload(num_prompts=64, max_tokens=256, max_seconds=300)}))
-    proc = subprocess.Popen(snakemake_argv(tmp_path), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    write_config(
+        tmp_path,
+        tiny_config(
+            [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "long"}],
+            workloads={"long": tiny_workload(num_prompts=64, max_tokens=256, max_seconds=300)},
+        ),
+    )
+    proc = subprocess.Popen(
+        snakemake_argv(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     servers = []
     try:
         deadline = time.monotonic() + 180

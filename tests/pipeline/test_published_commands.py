@@ -34,8 +34,9 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 Tokens = list[str]
 
 
-def drop_pairs(tokens: Tokens, flags: tuple[str, ...],
-               value: Callable[[str], bool] = lambda _: True) -> Tokens:
+def drop_pairs(
+    tokens: Tokens, flags: tuple[str, ...], value: Callable[[str], bool] = lambda _: True
+) -> Tokens:
     """`tokens` without each `FLAG VALUE` pair whose flag is in `flags` and value `value` likes."""
     out, i = [], 0
     while i < len(tokens):
@@ -66,7 +67,10 @@ def overlay_built(published: Tokens, printed: Tokens) -> tuple[Tokens, Tokens]:
     assert build["BASE"].split("@")[0] == image, "the build starts from the published image"
     assert f"git clone {build['SGLANG_REPO']} /sgl-workspace/sglang" in overlay
     assert f'git checkout "{build["SGLANG_BRANCH"]}"' in overlay
-    assert f'pip install "git+https://github.com/huggingface/transformers.git@{build["TRANSFORMERS_REF"]}"' in overlay  # noqa: E501
+    assert (
+        f'pip install "git+https://github.com/huggingface/transformers.git@{build["TRANSFORMERS_REF"]}"'
+        in overlay
+    )  # noqa: E501
     return [*published[:-4], build["TAG"], *shlex.split(launch)], printed
 
 
@@ -89,8 +93,9 @@ def gpt_oss_plumbing(published: Tokens, printed: Tokens) -> tuple[Tokens, Tokens
 
 
 def host_binding(published: Tokens, printed: Tokens) -> tuple[Tokens, Tokens]:
-    return [f"127.0.0.1:{t}" if i and published[i - 1] == "-p" else t
-            for i, t in enumerate(published)], printed
+    return [
+        f"127.0.0.1:{t}" if i and published[i - 1] == "-p" else t for i, t in enumerate(published)
+    ], printed
 
 
 def container_name(published: Tokens, printed: Tokens) -> tuple[Tokens, Tokens]:
@@ -116,22 +121,42 @@ def pinned_revisions(published: Tokens, printed: Tokens) -> tuple[Tokens, Tokens
 
 
 ALLOWED_DIFFERENCES: tuple[tuple[str, str, Callable], ...] = (
-    ("overlay built", "SGLang: the wrapper's at-start branch overlay, built once into an image "
-     "from the same base (envs/sglang-gemma4-modelopt.Dockerfile); a branch is not a pin",
-     overlay_built),
-    ("host folders", "the publisher's folders (/home/gauravmm/models, $HOME) as the plan writes a "
-     "user's: <models>, ~", host_folders),
-    ("secrets by name", "the wrapper's `--env HF_TOKEN=<value>`: the pipeline passes `-e HF_TOKEN` "
-     "by name, only when it is set", secrets_by_name),
-    ("gpt-oss plumbing", "the SGLang wrapper's tiktoken mount and TIKTOKEN_ENCODINGS_BASE, which "
-     "only gpt-oss reads", gpt_oss_plumbing),
+    (
+        "overlay built",
+        "SGLang: the wrapper's at-start branch overlay, built once into an image "
+        "from the same base (envs/sglang-gemma4-modelopt.Dockerfile); a branch is not a pin",
+        overlay_built,
+    ),
+    (
+        "host folders",
+        "the publisher's folders (/home/gauravmm/models, $HOME) as the plan writes a "
+        "user's: <models>, ~",
+        host_folders,
+    ),
+    (
+        "secrets by name",
+        "the wrapper's `--env HF_TOKEN=<value>`: the pipeline passes `-e HF_TOKEN` "
+        "by name, only when it is set",
+        secrets_by_name,
+    ),
+    (
+        "gpt-oss plumbing",
+        "the SGLang wrapper's tiktoken mount and TIKTOKEN_ENCODINGS_BASE, which only gpt-oss reads",
+        gpt_oss_plumbing,
+    ),
     ("host binding", "the port published on 127.0.0.1 only", host_binding),
-    ("container name", "`--name llmbench-<cell>`, so teardown is `docker rm -f NAME`",
-     container_name),
+    (
+        "container name",
+        "`--name llmbench-<cell>`, so teardown is `docker rm -f NAME`",
+        container_name,
+    ),
     ("--metrics", "llama.cpp's /metrics on, for the spec-decode counters", metrics_on),
-    ("--revision <sha>", "the hub commit the weights rule resolved (`--revision`, "
-     "`--speculative-draft-model-revision`, vLLM's speculative-config `revision`)",
-     pinned_revisions),
+    (
+        "--revision <sha>",
+        "the hub commit the weights rule resolved (`--revision`, "
+        "`--speculative-draft-model-revision`, vLLM's speculative-config `revision`)",
+        pinned_revisions,
+    ),
 )
 
 
@@ -160,13 +185,16 @@ def wrapper_call(entry: dict) -> tuple[dict[str, str], Tokens]:
     (call,) = [c for c in shell_commands(entry["run_command"]) if any(t.endswith(".sh") for t in c)]
     at = next(i for i, t in enumerate(call) if t.endswith(".sh"))
     assert call[at] == entry["wrapper"]
-    return dict(t.split("=", 1) for t in call[:at]), call[at + 1:]
+    return dict(t.split("=", 1) for t in call[:at]), call[at + 1 :]
 
 
 def plain_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME",
-                        "HF_TOKEN")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "HF_TOKEN")
+    }
     return env
 
 
@@ -176,9 +204,14 @@ def printed(tmp_path_factory) -> dict[str, str]:
     checkout (no weights fetched, no token): each cell's printed server line."""
     home = tmp_path_factory.mktemp("home")
     env = {**plain_env(), "HOME": str(home), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "workflow_scripts.plan", "--configfile",
-                           str(CONFIG)], cwd=home, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "workflow_scripts.plan", "--configfile", str(CONFIG)],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     servers = {}
@@ -209,9 +242,11 @@ def test_every_allowed_difference_is_needed(printed):
     for name, _, rule in ALLOWED_DIFFERENCES:
         if name == "--revision <sha>":
             continue
-        assert any(rule(published_server(e), shlex.split(printed[c]))
-                   != (published_server(e), shlex.split(printed[c]))
-                   for c, e in PUBLISHED.items()), name
+        assert any(
+            rule(published_server(e), shlex.split(printed[c]))
+            != (published_server(e), shlex.split(printed[c]))
+            for c, e in PUBLISHED.items()
+        ), name
 
 
 def test_a_changed_flag_or_file_name_breaks_the_pin(tmp_path, monkeypatch, capsys):
@@ -225,8 +260,10 @@ def test_a_changed_flag_or_file_name_breaks_the_pin(tmp_path, monkeypatch, capsy
     weights["filename"] = "gemma-4-12b-it-Q8_0.gguf"
     edited = tmp_path / "edited.yaml"
     edited.write_text(yaml.safe_dump(config))
-    for cell, needle in (("gemma-4-12b__llamacpp-cuda__q4_k_m__none__sharegpt-c32", "-fa"),
-                         ("gemma-4-12b__llamacpp-cuda__q8_0__none__sharegpt-c32", "-12b-it-Q8_0")):
+    for cell, needle in (
+        ("gemma-4-12b__llamacpp-cuda__q4_k_m__none__sharegpt-c32", "-fa"),
+        ("gemma-4-12b__llamacpp-cuda__q8_0__none__sharegpt-c32", "-12b-it-Q8_0"),
+    ):
         assert main(["--configfile", str(edited), "--cell", cell]) == 0
         lines = capsys.readouterr().out.splitlines()
         line = lines[lines.index("# server") + 1]
@@ -235,8 +272,9 @@ def test_a_changed_flag_or_file_name_breaks_the_pin(tmp_path, monkeypatch, capsy
         assert ours != published
 
 
-def test_pinned_revisions_are_the_only_addition_once_weights_are_fetched(tmp_path, monkeypatch,
-                                                                       capsys):
+def test_pinned_revisions_are_the_only_addition_once_weights_are_fetched(
+    tmp_path, monkeypatch, capsys
+):
     """With the hub weights fetched (manifests naming their commits), the vLLM and SGLang cells
     print `--revision <sha>` (and the draft model's), and nothing else changes."""
     home = tmp_path / "home"
@@ -247,12 +285,19 @@ def test_pinned_revisions_are_the_only_addition_once_weights_are_fetched(tmp_pat
     weights = tmp_path / "results" / "weights"
     weights.mkdir(parents=True)
     shas = {}
-    for n, key in enumerate(("gemma-4-12b__nvfp4", "gemma-4-12b__nvfp4-axionml",
-                             "gemma-4-12b-assistant__bf16")):
+    for n, key in enumerate(
+        ("gemma-4-12b__nvfp4", "gemma-4-12b__nvfp4-axionml", "gemma-4-12b-assistant__bf16")
+    ):
         shas[key] = f"{n + 1}" * 40
-        (weights / f"{key}.json").write_text(json.dumps({
-            "primary": f"/snapshots/{key}", "revision_sha": shas[key],
-            "hub_cache": str(home / ".cache" / "huggingface" / "hub")}))
+        (weights / f"{key}.json").write_text(
+            json.dumps(
+                {
+                    "primary": f"/snapshots/{key}",
+                    "revision_sha": shas[key],
+                    "hub_cache": str(home / ".cache" / "huggingface" / "hub"),
+                }
+            )
+        )
     hub_cells = [c for c in PUBLISHED if "__vllm-" in c or "__sglang__" in c]
     assert len(hub_cells) == 4
     for cell in hub_cells:
@@ -285,18 +330,27 @@ def test_wrapper_expansions_carry_the_cards_arguments(cell):
     assert image in server and env.get("SGLANG_IMAGE", image) == image
     if "script" in entry:
         launch = shlex.split(entry["script"].strip().splitlines()[-1])
-        assert launch[:9] == ["python3", "-m", "sglang.launch_server", "--model-path", model,
-                              "--host", "0.0.0.0", "--port", "30000"]
+        assert launch[:9] == [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "30000",
+        ]
         assert launch[9:11] == ["--context-length", ctx] and launch[11:] == extra
         script = entry["script"]
         assert f'git checkout "{env["SGLANG_BRANCH"]}"' in script
         assert f"transformers.git@{env['TRANSFORMERS_REF']}" in script
     else:
-        after = server[server.index(image) + 1:]
+        after = server[server.index(image) + 1 :]
         assert after[0] == model
         assert after[after.index("--max-model-len") + 1] == ctx
         assert after[after.index("--max-num-seqs") + 1] == conc
-        assert after[len(after) - len(extra):] == extra if extra else True
+        assert after[len(after) - len(extra) :] == extra if extra else True
     assert "--name" in server and model.replace("/", "-") in server[server.index("--name") + 1]
 
 
@@ -332,9 +386,12 @@ HUB_NAMES = {
 
 def hub_weights() -> list[tuple[str, dict]]:
     config = load_config_file(CONFIG)
-    return [(f"{model}__{quant}", spec["weights"])
-            for model, info in config["models"].items()
-            for quant, spec in info["quants"].items() if spec["weights"]["source"] == "hf"]
+    return [
+        (f"{model}__{quant}", spec["weights"])
+        for model, info in config["models"].items()
+        for quant, spec in info["quants"].items()
+        if spec["weights"]["source"] == "hf"
+    ]
 
 
 @pytest.mark.parametrize(("key", "weights"), hub_weights())

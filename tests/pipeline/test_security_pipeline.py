@@ -38,17 +38,35 @@ def secret_run(tmp_path_factory):
     sha = hashlib.sha1(b"smollm2 stand-in commit").hexdigest()
     repo = FakeRepo(REPO, {sha: {FILENAME: gguf, "README.md": b"# SmolLM2\n"}}, {"main": sha})
     config = tiny_config(
-        [{"model": "smollm2-hub", "engine": "llamacpp-keyed", "workload": "tiny"},
-         {"model": "smollm2-hub", "engine": "llamacpp-keyed", "workload": "nokey"}],
-        workloads={"tiny": tiny_workload(),
-                   "nokey": tiny_workload(api_key_env="BENCH_NO_KEY_SET")},
-        models={"smollm2-hub": {"quants": {"q4_1": {"weights": {
-            "source": "hf", "repo": REPO, "revision": "main", "filename": FILENAME}}}}})
-    config["engines"]["llamacpp-keyed"] = {**config["engines"].pop("llamacpp-cpu"),
-                                           "api_key_env": "BENCH_API_KEY"}
+        [
+            {"model": "smollm2-hub", "engine": "llamacpp-keyed", "workload": "tiny"},
+            {"model": "smollm2-hub", "engine": "llamacpp-keyed", "workload": "nokey"},
+        ],
+        workloads={"tiny": tiny_workload(), "nokey": tiny_workload(api_key_env="BENCH_NO_KEY_SET")},
+        models={
+            "smollm2-hub": {
+                "quants": {
+                    "q4_1": {
+                        "weights": {
+                            "source": "hf",
+                            "repo": REPO,
+                            "revision": "main",
+                            "filename": FILENAME,
+                        }
+                    }
+                }
+            }
+        },
+    )
+    config["engines"]["llamacpp-keyed"] = {
+        **config["engines"].pop("llamacpp-cpu"),
+        "api_key_env": "BENCH_API_KEY",
+    }
     write_config(workdir, config)
-    with pytest.MonkeyPatch.context() as env, \
-            HubStandIn(repo, Faults(required_token=HF_TOKEN)) as hub:
+    with (
+        pytest.MonkeyPatch.context() as env,
+        HubStandIn(repo, Faults(required_token=HF_TOKEN)) as hub,
+    ):
         env.setenv("HF_TOKEN", HF_TOKEN)
         env.setenv("BENCH_API_KEY", API_KEY)
         env.delenv("BENCH_NO_KEY_SET", raising=False)

@@ -38,27 +38,50 @@ BASE = "smollm2-135m__llamacpp-cpu__q4_1__none__tiny"
 NGRAM = "smollm2-135m__llamacpp-cpu__q4_1__ngram__tiny"
 CELL_MEM_MB = 1500
 CELL_RUNTIME_MIN = 10
-IDENTITY = ("cell", "model", "engine", "quant", "drafter", "concurrency", "status", "completed",
-            "errors")
+IDENTITY = (
+    "cell",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "concurrency",
+    "status",
+    "completed",
+    "errors",
+)
 
 
 def tiny_matrix(gpu: int = 0) -> dict:
     """The e2e test's two cells, with what each asks of the cluster: matrix-wide partition and
     wall time, engine-level CPUs, memory and GPUs."""
     config = tiny_config(
-        [{"matrix": {"model": ["smollm2-135m"], "engine": ["llamacpp-cpu"],
-                     "drafter": ["none", "ngram"], "workload": ["tiny"]}}])
+        [
+            {
+                "matrix": {
+                    "model": ["smollm2-135m"],
+                    "engine": ["llamacpp-cpu"],
+                    "drafter": ["none", "ngram"],
+                    "workload": ["tiny"],
+                }
+            }
+        ]
+    )
     config["resources"] = {"slurm_partition": PARTITION, "runtime": CELL_RUNTIME_MIN}
     config["engines"]["llamacpp-cpu"]["resources"] = {
-        "cpus_per_task": 1, "mem_mb": CELL_MEM_MB, "gpu": gpu}
+        "cpus_per_task": 1,
+        "mem_mb": CELL_MEM_MB,
+        "gpu": gpu,
+    }
     return config
 
 
 def skip_without_slurm() -> None:
     missing = missing_binaries()
     if missing:
-        pytest.skip(f"Slurm/munge not installed (no {', '.join(missing)}); .ci/run installs "
-                    "Debian's slurm-wlm and munge")
+        pytest.skip(
+            f"Slurm/munge not installed (no {', '.join(missing)}); .ci/run installs "
+            "Debian's slurm-wlm and munge"
+        )
 
 
 def result_files(workdir: Path) -> set[str]:
@@ -93,14 +116,22 @@ def slurm_run(cluster, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("cluster")
     write_config(workdir, tiny_matrix())
     argv = snakemake_argv(
-        workdir, "--workflow-profile", str(REPO / "profiles/slurm"),
-        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "3",
-        "--jobs", "2", "--latency-wait", "10")
+        workdir,
+        "--workflow-profile",
+        str(REPO / "profiles/slurm"),
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "3",
+        "--jobs",
+        "2",
+        "--latency-wait",
+        "10",
+    )
     start = time.monotonic()
     proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, timeout=420)
     elapsed = time.monotonic() - start
-    assert proc.returncode == 0, (
-        proc.stdout[-4000:] + proc.stderr[-4000:] + "\n" + cluster.logs())
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:] + "\n" + cluster.logs()
     print(f"slurm run: {elapsed:.0f} s")
     return workdir
 
@@ -110,8 +141,9 @@ def test_cluster_starts_and_stops_cleanly(tmp_path):
     outlives the block."""
     skip_without_slurm()
     with single_node_slurm(tmp_path) as running:
-        job_id = running.run("sbatch", "--parsable", f"--output={tmp_path}/job.out",
-                             "--wrap", "srun true").strip()
+        job_id = running.run(
+            "sbatch", "--parsable", f"--output={tmp_path}/job.out", "--wrap", "srun true"
+        ).strip()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and running.job(job_id).get("JobState") != "COMPLETED":
             time.sleep(0.5)
@@ -127,7 +159,8 @@ def test_cells_run_as_slurm_jobs_with_their_resources(cluster, slurm_run):
     with the partition, memory, wall time and CPUs its config asks for."""
     jobs = cluster.jobs()
     assert sorted(job["Comment"] for job in jobs) == sorted(
-        f"rule_cell_wildcards_{cell}" for cell in (BASE, NGRAM))
+        f"rule_cell_wildcards_{cell}" for cell in (BASE, NGRAM)
+    )
     for job in jobs:
         assert job["JobState"] == "COMPLETED", job
         assert job["ExitCode"] == "0:0", job
@@ -171,6 +204,9 @@ def test_local_gpu_resource_keeps_cells_apart(local_run):
     """Two cells that each need the one GPU ran one after the other, though 2 cores were free."""
     spans = sorted(
         (metrics["started_at"], metrics["finished_at"])
-        for metrics in (json.loads((local_run / "results/cells" / cell / "metrics.json")
-                                   .read_text()) for cell in (BASE, NGRAM)))
+        for metrics in (
+            json.loads((local_run / "results/cells" / cell / "metrics.json").read_text())
+            for cell in (BASE, NGRAM)
+        )
+    )
     assert spans[0][1] <= spans[1][0], spans

@@ -24,10 +24,12 @@ def _parent(config, path):
 def setter(path, value):
     def mutate(config):
         _parent(config, path)[path[-1]] = value
+
     return mutate
 
 
 def deleter(path):
     def mutate(config):
         del _parent(config, path)[path[-1]]
+
     return mutate

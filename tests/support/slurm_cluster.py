@@ -31,8 +31,9 @@ MIN_JOB_AGE_S = 300
 
 def _find(name: str) -> str | None:
     """On PATH, or in the sbin folders a non-login root shell may lack."""
-    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin",
-                                                    "/sbin"]))
+    return shutil.which(
+        name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    )
 
 
 def missing_binaries() -> list[str]:
@@ -62,16 +63,24 @@ def _free_ports(count: int) -> list[int]:
 def node_hardware() -> str:
     """This machine as slurmd sees it (CPUs, sockets, cores, threads, RealMemory), so the node
     is not drained for claiming more than it has."""
-    out = subprocess.run([_program("slurmd"), "-C"], capture_output=True, text=True,
-                         check=True, timeout=30).stdout
+    out = subprocess.run(
+        [_program("slurmd"), "-C"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     first = out.splitlines()[0].split()
-    keep = ("CPUs=", "Boards=", "SocketsPerBoard=", "CoresPerSocket=", "ThreadsPerCore=",
-            "RealMemory=")
+    keep = (
+        "CPUs=",
+        "Boards=",
+        "SocketsPerBoard=",
+        "CoresPerSocket=",
+        "ThreadsPerCore=",
+        "RealMemory=",
+    )
     return " ".join(part for part in first if part.startswith(keep))
 
 
-def slurm_conf(root: Path, munge_socket: Path, ctld_port: int, slurmd_port: int,
-               hardware: str) -> str:
+def slurm_conf(
+    root: Path, munge_socket: Path, ctld_port: int, slurmd_port: int, hardware: str
+) -> str:
     user = getpass.getuser()
     return f"""\
 ClusterName=llmbench-test
@@ -118,8 +127,9 @@ class SlurmCluster:
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def run(self, *argv: str, check: bool = True) -> str:
-        proc = subprocess.run([_program(argv[0]), *argv[1:]], env=self.env, capture_output=True,
-                              text=True, timeout=30)
+        proc = subprocess.run(
+            [_program(argv[0]), *argv[1:]], env=self.env, capture_output=True, text=True, timeout=30
+        )
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)}: {proc.stderr.strip()}\n{self.logs()}")
         return proc.stdout
@@ -157,8 +167,9 @@ class SlurmCluster:
 
 def _start(cluster: SlurmCluster, name: str, argv: list[str]) -> None:
     log = open(cluster.root / f"{name}.out", "w")  # noqa: SIM115  (closed with the process)
-    cluster.daemons[name] = subprocess.Popen(argv, env=cluster.env, stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+    cluster.daemons[name] = subprocess.Popen(
+        argv, env=cluster.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     log.close()
 
 
@@ -207,7 +218,8 @@ def _ours(proc: psutil.Process, cluster: SlurmCluster) -> bool:
     if proc.environ().get("SLURM_CONF") == cluster.env["SLURM_CONF"]:
         return True
     return proc.name().startswith("slurmstepd") and any(
-        Path(f.path).is_relative_to(cluster.root) for f in proc.open_files())
+        Path(f.path).is_relative_to(cluster.root) for f in proc.open_files()
+    )
 
 
 def _kill_leftovers(cluster: SlurmCluster) -> None:
@@ -254,19 +266,35 @@ def single_node_slurm(root: Path) -> Iterator[SlurmCluster]:
     munge_socket = root / "munge" / "munge.socket"
     conf = root / "slurm.conf"
     conf.write_text(slurm_conf(root, munge_socket, *_free_ports(2), node_hardware()))
-    env = {**os.environ, "SLURM_CONF": str(conf),
-           "PATH": f"{_srun_keeping_conf(root, conf)}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "SLURM_CONF": str(conf),
+        "PATH": f"{_srun_keeping_conf(root, conf)}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     env.pop("SLURM_JOB_ID", None)
     cluster = SlurmCluster(root=root, env=env)
     try:
-        _start(cluster, "munged", [
-            _program("munged"), "--foreground", "--force", f"--socket={munge_socket}",
-            f"--key-file={key}", f"--pid-file={root}/munge/munged.pid",
-            f"--log-file={root}/munged.log", f"--seed-file={root}/munge/munged.seed"])
+        _start(
+            cluster,
+            "munged",
+            [
+                _program("munged"),
+                "--foreground",
+                "--force",
+                f"--socket={munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={root}/munge/munged.pid",
+                f"--log-file={root}/munged.log",
+                f"--seed-file={root}/munge/munged.seed",
+            ],
+        )
         _wait(cluster, "munged", munge_socket.exists)
         _start(cluster, "slurmctld", [_program("slurmctld"), "-D", "-i", "-f", str(conf)])
-        _wait(cluster, "slurmctld", lambda: cluster.run("scontrol", "ping", check=False)
-              .count("UP") > 0)
+        _wait(
+            cluster,
+            "slurmctld",
+            lambda: cluster.run("scontrol", "ping", check=False).count("UP") > 0,
+        )
         _start(cluster, "slurmd", [_program("slurmd"), "-D", "-N", NODE, "-f", str(conf)])
         _wait(cluster, "the node to be idle", lambda: cluster.node_state() == "idle")
         yield cluster

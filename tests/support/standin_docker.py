@@ -77,7 +77,7 @@ def cmd_run(args: list[str]) -> int:
     name = (opts.get("--name") or [f"standin-{os.getpid()}"])[0]
     old = _container(name)
     if old is not None:
-        print(f"Conflict. The container name \"/{name}\" is already in use", file=sys.stderr)
+        print(f'Conflict. The container name "/{name}" is already in use', file=sys.stderr)
         return 125
     mounts = []
     for spec in opts.get("-v", []):
@@ -94,7 +94,7 @@ def cmd_run(args: list[str]) -> int:
     argv = [rewrite(t) for t in images[image]["entrypoint"] + command]
     for publish in opts.get("-p", []):
         parts = publish.split(":")
-        ip, host_port, inner_port = (["0.0.0.0", *parts] if len(parts) == 2 else parts)
+        ip, host_port, inner_port = ["0.0.0.0", *parts] if len(parts) == 2 else parts
         for j in range(len(argv) - 1):
             if argv[j] == "--host" and argv[j + 1] == "0.0.0.0":
                 argv[j + 1] = ip
@@ -108,8 +108,12 @@ def cmd_run(args: list[str]) -> int:
     log_path = STATE / "containers" / f"{name}.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=env,
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
         )
     record = {"pid": proc.pid, "image": image, "log": str(log_path), "argv": argv}
     (STATE / "containers" / f"{name}.json").write_text(json.dumps(record))
@@ -174,13 +178,17 @@ def cmd_image(args: list[str]) -> int:
     if args[0] != "inspect" or entry is None or not entry.get("present", True):
         print(f"Error: No such image: {image}", file=sys.stderr)
         return 1
-    print(json.dumps({
-        "Id": entry["id"],
-        "RepoDigests": entry.get("digests", []),
-        "Created": "2026-10-01T00:00:00Z",
-        "Architecture": "amd64",
-        "Config": {"Labels": entry.get("labels", {})},
-    }))
+    print(
+        json.dumps(
+            {
+                "Id": entry["id"],
+                "RepoDigests": entry.get("digests", []),
+                "Created": "2026-10-01T00:00:00Z",
+                "Architecture": "amd64",
+                "Config": {"Labels": entry.get("labels", {})},
+            }
+        )
+    )
     return 0
 
 
@@ -219,8 +227,12 @@ def main() -> int:
     with open(STATE / "calls.jsonl", "a") as calls:
         calls.write(json.dumps(args) + "\n")
     commands = {
-        "run": cmd_run, "logs": cmd_logs, "inspect": cmd_inspect, "image": cmd_image,
-        "pull": cmd_pull, "rm": cmd_rm,
+        "run": cmd_run,
+        "logs": cmd_logs,
+        "inspect": cmd_inspect,
+        "image": cmd_image,
+        "pull": cmd_pull,
+        "rm": cmd_rm,
     }
     if not args or args[0] not in commands:
         print(f"standin docker: unsupported command {args[:1]}", file=sys.stderr)

@@ -28,10 +28,23 @@ from workflow_scripts.weights.fetch import fetch_weights, weights_dependencies
 from workflow_scripts.weights.synthetic import LlamaShape, SyntheticError, Tokenizer, build_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {"hidden_size": 64, "layers": 2, "ffn_size": 128, "heads": 4, "kv_heads": 2,
-        "context_length": 512}
-SMOLLM2_135M = {"hidden_size": 576, "layers": 30, "ffn_size": 1536, "heads": 9, "kv_heads": 3,
-                "context_length": 8192, "rope_theta": 100000.0}
+TINY = {
+    "hidden_size": 64,
+    "layers": 2,
+    "ffn_size": 128,
+    "heads": 4,
+    "kv_heads": 2,
+    "context_length": 512,
+}
+SMOLLM2_135M = {
+    "hidden_size": 576,
+    "layers": 30,
+    "ffn_size": 1536,
+    "heads": 9,
+    "kv_heads": 3,
+    "context_length": 8192,
+    "rope_theta": 100000.0,
+}
 TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
 
 
@@ -111,20 +124,34 @@ def test_quantized_dtype(tokenizer_gguf, tmp_path):
     tensors = {t.name: t for t in GGUFReader(tmp_path / "q.gguf").tensors}
     assert tensors["blk.0.attn_q.weight"].tensor_type == GGMLQuantizationType.Q8_0
     with pytest.raises(SyntheticError, match="must be a multiple of 32 for dtype q4_0"):
-        build_gguf(LlamaShape.from_dict({**TINY, "hidden_size": 48, "heads": 4}), tokenizer,
-                   tmp_path / "bad.gguf", dtype="q4_0")
+        build_gguf(
+            LlamaShape.from_dict({**TINY, "hidden_size": 48, "heads": 4}),
+            tokenizer,
+            tmp_path / "bad.gguf",
+            dtype="q4_0",
+        )
 
 
 def _config(tokenizer_gguf: Path, **synthetic) -> dict:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["models"] = {
         "tok": {"quants": {"f32": {"weights": {"source": "local", "path": str(tokenizer_gguf)}}}},
-        "shape-1": {"quants": {"f16": {"weights": {
-            "source": "synthetic", "shape": TINY, "tokenizer_from": {"model": "tok"},
-            **synthetic}}}},
+        "shape-1": {
+            "quants": {
+                "f16": {
+                    "weights": {
+                        "source": "synthetic",
+                        "shape": TINY,
+                        "tokenizer_from": {"model": "tok"},
+                        **synthetic,
+                    }
+                }
+            }
+        },
     }
-    config["cells"] = [{"matrix": {"model": ["shape-1"], "engine": ["llamacpp-cpu"],
-                                   "workload": ["c4"]}}]
+    config["cells"] = [
+        {"matrix": {"model": ["shape-1"], "engine": ["llamacpp-cpu"], "workload": ["c4"]}}
+    ]
     return config
 
 
@@ -181,8 +208,13 @@ def test_135m_shape_from_smollm2_tokenizer_serves_chat_completions(tmp_path, mon
     server = llama_server_binary()
     smollm2 = _smollm2_gguf()
     monkeypatch.setenv("LLMBENCH_CACHE", str(tmp_path / "cache"))
-    spec = {"source": "synthetic", "shape": SMOLLM2_135M, "dtype": "f16", "seed": 0,
-            "tokenizer_from": {"path": str(smollm2)}}
+    spec = {
+        "source": "synthetic",
+        "shape": SMOLLM2_135M,
+        "dtype": "f16",
+        "seed": 0,
+        "tokenizer_from": {"path": str(smollm2)},
+    }
     started = time.monotonic()
     manifest = fetch_weights(spec, tmp_path / "m.json")
     print(f"135M synthetic build: {time.monotonic() - started:.1f} s")
@@ -190,9 +222,24 @@ def test_135m_shape_from_smollm2_tokenizer_serves_chat_completions(tmp_path, mon
 
     port = free_port()
     proc = subprocess.Popen(
-        [str(server), "-m", manifest["primary"], "--host", "127.0.0.1", "--port", str(port),
-         "-c", "2048", "-t", "2", "--parallel", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(server),
+            "-m",
+            manifest["primary"],
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "2048",
+            "-t",
+            "2",
+            "--parallel",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -207,8 +254,9 @@ def test_135m_shape_from_smollm2_tokenizer_serves_chat_completions(tmp_path, mon
             assert time.monotonic() < deadline, "llama-server not ready in 60 s"
             time.sleep(0.2)
         messages = [{"role": "user", "content": "Say something about the sea."}]
-        templated = requests.post(f"{base}/apply-template", json={"messages": messages},
-                                  timeout=30).json()["prompt"]
+        templated = requests.post(
+            f"{base}/apply-template", json={"messages": messages}, timeout=30
+        ).json()["prompt"]
         assert "<|im_start|>user" in templated  # SmolLM2's chat template came along
         reply = requests.post(
             f"{base}/v1/chat/completions",

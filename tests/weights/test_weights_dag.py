@@ -29,31 +29,65 @@ SYN = f"syn__{ENGINE}__f16__none__w"
 
 
 def hf(revision: str, pattern: str, filename: str) -> dict:
-    return {"source": "hf", "repo": TINY_REPO, "revision": revision, "patterns": [pattern],
-            "filename": filename}
+    return {
+        "source": "hf",
+        "repo": TINY_REPO,
+        "revision": revision,
+        "patterns": [pattern],
+        "filename": filename,
+    }
 
 
 def matrix(tiny_revision: str = "v1.0", mtp_revision: str = "v1.0") -> dict:
     return {
         "models": {
-            "tiny": {"quants": {"q4_k_m": {"weights": hf(tiny_revision, "*Q4_K_M.gguf",
-                                                         "tiny-Q4_K_M.gguf")}}},
-            "tiny-mtp": {"quants": {"q8_0": {"weights": hf(mtp_revision, "*Q8_0.gguf",
-                                                           "tiny-Q8_0.gguf")}}},
-            "other": {"quants": {"q8_0": {"weights": hf("main", "*Q8_0.gguf",
-                                                        "tiny-Q8_0.gguf")}}},
-            "syn": {"quants": {"f16": {"weights": {
-                "source": "synthetic", "tokenizer_from": {"model": "tiny"},
-                "shape": {"hidden_size": 64, "layers": 2, "ffn_size": 128, "heads": 4,
-                          "kv_heads": 2, "context_length": 512}}}}},
+            "tiny": {
+                "quants": {
+                    "q4_k_m": {"weights": hf(tiny_revision, "*Q4_K_M.gguf", "tiny-Q4_K_M.gguf")}
+                }
+            },
+            "tiny-mtp": {
+                "quants": {"q8_0": {"weights": hf(mtp_revision, "*Q8_0.gguf", "tiny-Q8_0.gguf")}}
+            },
+            "other": {"quants": {"q8_0": {"weights": hf("main", "*Q8_0.gguf", "tiny-Q8_0.gguf")}}},
+            "syn": {
+                "quants": {
+                    "f16": {
+                        "weights": {
+                            "source": "synthetic",
+                            "tokenizer_from": {"model": "tiny"},
+                            "shape": {
+                                "hidden_size": 64,
+                                "layers": 2,
+                                "ffn_size": 128,
+                                "heads": 4,
+                                "kv_heads": 2,
+                                "context_length": 512,
+                            },
+                        }
+                    }
+                }
+            },
         },
         "engines": {ENGINE: {"kind": "llamacpp", "launch": "native", "binary": "llama-server"}},
         "drafters": {"mtp": {"kind": "draft-mtp", "model": "tiny-mtp"}},
-        "workloads": {"w": {"dataset": {"kind": "random", "input_len": 16, "output_len": 8},
-                            "num_prompts": 2, "concurrency": 1, "max_tokens": 8}},
+        "workloads": {
+            "w": {
+                "dataset": {"kind": "random", "input_len": 16, "output_len": 8},
+                "num_prompts": 2,
+                "concurrency": 1,
+                "max_tokens": 8,
+            }
+        },
         "cells": [
-            {"matrix": {"model": ["tiny"], "engine": [ENGINE], "drafter": ["none", "mtp"],
-                        "workload": ["w"]}},
+            {
+                "matrix": {
+                    "model": ["tiny"],
+                    "engine": [ENGINE],
+                    "drafter": ["none", "mtp"],
+                    "workload": ["w"],
+                }
+            },
             {"model": "other", "engine": ENGINE, "workload": "w"},
             {"model": "syn", "engine": ENGINE, "workload": "w"},
         ],
@@ -61,8 +95,20 @@ def matrix(tiny_revision: str = "v1.0", mtp_revision: str = "v1.0") -> dict:
 
 
 def snakemake(workdir: Path, *args: str) -> str:
-    argv = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
-            "--configfile", str(workdir / "matrix.yaml"), "--cores", "1", *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "matrix.yaml"),
+        "--cores",
+        "1",
+        *args,
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
@@ -101,23 +147,36 @@ def test_changed_revision_reruns_exactly_its_cells(workdir, tmp_path, monkeypatc
     # Four cells, four weights entries: the two `tiny` cells share one fetch; the drafter's
     # weights and the synthetic model's tokenizer source are entries like any other.
     assert weights_jobs == {
-        "weights:tiny__q4_k_m", "weights:tiny-mtp__q8_0", "weights:other__q8_0", "weights:syn__f16"
+        "weights:tiny__q4_k_m",
+        "weights:tiny-mtp__q8_0",
+        "weights:other__q8_0",
+        "weights:syn__f16",
     }
 
     with HubStandIn(tiny_repo()) as hub:
         hub.faults.required_token = TOKEN
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        snakemake(workdir, *(f"results/weights/{job.split(':')[1]}.json" for job in
-                             sorted(weights_jobs - {"weights:syn__f16"})))
-    manifests = {p.stem: yaml.safe_load(p.read_text()) for p in
-                 (workdir / "results/weights").glob("*.json")}
+        snakemake(
+            workdir,
+            *(
+                f"results/weights/{job.split(':')[1]}.json"
+                for job in sorted(weights_jobs - {"weights:syn__f16"})
+            ),
+        )
+    manifests = {
+        p.stem: yaml.safe_load(p.read_text()) for p in (workdir / "results/weights").glob("*.json")
+    }
     assert {m.get("status") for m in manifests.values()} == {None}, manifests
     assert manifests["tiny__q4_k_m"]["revision_sha"] != manifests["other__q8_0"]["revision_sha"]
     fetched = [s.path for s in hub.downloads()]
     assert sorted(p.rsplit("/", 1)[1] for p in fetched) == ["tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf"]
 
-    written = [p for root in (workdir, tmp_path / "hf-home", tmp_path / "cache")
-               for p in root.rglob("*") if p.is_file()]
+    written = [
+        p
+        for root in (workdir, tmp_path / "hf-home", tmp_path / "cache")
+        for p in root.rglob("*")
+        if p.is_file()
+    ]
     assert any(".snakemake/metadata" in str(p) for p in written)  # recorded params included
     for path in written:
         assert TOKEN.encode() not in path.read_bytes(), path
@@ -133,7 +192,10 @@ def test_changed_revision_reruns_exactly_its_cells(workdir, tmp_path, monkeypatc
 
     (workdir / "matrix.yaml").write_text(yaml.safe_dump(matrix(tiny_revision="main")))
     assert planned(workdir) == {
-        "weights:tiny__q4_k_m", "weights:syn__f16", f"cell:{TINY}", f"cell:{TINY_MTP}",
+        "weights:tiny__q4_k_m",
+        "weights:syn__f16",
+        f"cell:{TINY}",
+        f"cell:{TINY_MTP}",
         f"cell:{SYN}",
     }
     (workdir / "matrix.yaml").write_text(yaml.safe_dump(matrix(mtp_revision="main")))

@@ -35,10 +35,24 @@ def chain_config(cell_quants=("q8_0", "q4_0")) -> dict:
             ENGINE: {"kind": "llamacpp", "launch": "build"},
             "native": {"kind": "llamacpp", "launch": "native", "binary": "llama-server"},
         },
-        "workloads": {"w": {"dataset": {"kind": "random", "input_len": 16, "output_len": 8},
-                            "num_prompts": 2, "concurrency": 1, "max_tokens": 8}},
-        "cells": [{"matrix": {"model": [MODEL], "engine": [ENGINE], "quant": list(cell_quants),
-                              "workload": ["w"]}}],
+        "workloads": {
+            "w": {
+                "dataset": {"kind": "random", "input_len": 16, "output_len": 8},
+                "num_prompts": 2,
+                "concurrency": 1,
+                "max_tokens": 8,
+            }
+        },
+        "cells": [
+            {
+                "matrix": {
+                    "model": [MODEL],
+                    "engine": [ENGINE],
+                    "quant": list(cell_quants),
+                    "workload": ["w"],
+                }
+            }
+        ],
     }
 
 
@@ -99,53 +113,94 @@ def _mutations():
                     weights.pop(key, None)
                 else:
                     weights[key] = value
+
         return mutate
 
     def engine_launch(launch, **extra):
         def mutate(quants, engines):
             engines[ENGINE].update({"launch": launch, **extra})
+
         return mutate
 
     return [
-        ("unknown quant", edit("f16", **{"from": "bf32"}),
-         f"'{where}.f16.weights.from': unknown quant 'bf32'"),
-        ("self cycle", edit("q8_0", **{"from": "q8_0"}),
-         f"'{where}.q8_0.weights.from': derived quants form a cycle (each made from the next): "
-         "q8_0 -> q8_0"),
-        ("longer cycle", edit("bf16", **{"from": "q8_0", "convert": "gguf-to-hf"}),
-         "cycle (each made from the next): bf16 -> q8_0 -> f16 -> bf16"),
+        (
+            "unknown quant",
+            edit("f16", **{"from": "bf32"}),
+            f"'{where}.f16.weights.from': unknown quant 'bf32'",
+        ),
+        (
+            "self cycle",
+            edit("q8_0", **{"from": "q8_0"}),
+            f"'{where}.q8_0.weights.from': derived quants form a cycle (each made from the next): "
+            "q8_0 -> q8_0",
+        ),
+        (
+            "longer cycle",
+            edit("bf16", **{"from": "q8_0", "convert": "gguf-to-hf"}),
+            "cycle (each made from the next): bf16 -> q8_0 -> f16 -> bf16",
+        ),
         ("unknown convert", edit("f16", convert="onnx"), f"'{where}.f16.weights.convert'"),
-        ("unknown quantize type", edit("q8_0", type="q9_9"),
-         f"'{where}.q8_0.weights.type': llama-quantize knows no type 'q9_9'"),
+        (
+            "unknown quantize type",
+            edit("q8_0", type="q9_9"),
+            f"'{where}.q8_0.weights.type': llama-quantize knows no type 'q9_9'",
+        ),
         ("imatrix type", edit("q4_0", type="iq2_xxs"), "needs an importance matrix"),
-        ("quantize without type", edit("q4_0", type=None),
-         f"'{where}.q4_0.weights.type': convert 'quantize' needs a llama-quantize type"),
-        ("parameter of another convert", edit("q8_0", dtype="float16"),
-         f"'{where}.q8_0.weights.dtype': not used by convert 'quantize'"),
-        ("quantize without engine", edit("q8_0", engine=None),
-         f"'{where}.q8_0.weights.engine': convert 'quantize' needs a llama.cpp engine with "
-         "launch: build"),
-        ("converter without engine", edit("f16", engine=None),
-         f"'{where}.f16.weights.engine': convert 'hf-to-gguf' needs a llama.cpp engine"),
-        ("unknown engine", edit("q8_0", engine="nope"),
-         f"'{where}.q8_0.weights.engine': unknown engine 'nope'"),
-        ("engine that is not a build", edit("q8_0", engine="native"),
-         f"'{where}.q8_0.weights.engine': 'native' is not one"),
-        ("engine on a venv step", edit("bf16", engine=ENGINE),
-         f"'{where}.bf16.weights.engine': convert 'gguf-to-hf' runs in the conversion venv"),
-        ("quantize from safetensors", edit("q8_0", **{"from": "bf16"}),
-         f"'{where}.q8_0.weights.from': convert 'quantize' reads a GGUF file, and 'bf16' is a "
-         "Hugging Face folder"),
-        ("gguf-to-hf from safetensors", edit("f16", **{"from": "bf16", "convert": "gguf-to-hf",
-                                                      "engine": None}),
-         "convert 'gguf-to-hf' reads a GGUF file"),
+        (
+            "quantize without type",
+            edit("q4_0", type=None),
+            f"'{where}.q4_0.weights.type': convert 'quantize' needs a llama-quantize type",
+        ),
+        (
+            "parameter of another convert",
+            edit("q8_0", dtype="float16"),
+            f"'{where}.q8_0.weights.dtype': not used by convert 'quantize'",
+        ),
+        (
+            "quantize without engine",
+            edit("q8_0", engine=None),
+            f"'{where}.q8_0.weights.engine': convert 'quantize' needs a llama.cpp engine with "
+            "launch: build",
+        ),
+        (
+            "converter without engine",
+            edit("f16", engine=None),
+            f"'{where}.f16.weights.engine': convert 'hf-to-gguf' needs a llama.cpp engine",
+        ),
+        (
+            "unknown engine",
+            edit("q8_0", engine="nope"),
+            f"'{where}.q8_0.weights.engine': unknown engine 'nope'",
+        ),
+        (
+            "engine that is not a build",
+            edit("q8_0", engine="native"),
+            f"'{where}.q8_0.weights.engine': 'native' is not one",
+        ),
+        (
+            "engine on a venv step",
+            edit("bf16", engine=ENGINE),
+            f"'{where}.bf16.weights.engine': convert 'gguf-to-hf' runs in the conversion venv",
+        ),
+        (
+            "quantize from safetensors",
+            edit("q8_0", **{"from": "bf16"}),
+            f"'{where}.q8_0.weights.from': convert 'quantize' reads a GGUF file, and 'bf16' is a "
+            "Hugging Face folder",
+        ),
+        (
+            "gguf-to-hf from safetensors",
+            edit("f16", **{"from": "bf16", "convert": "gguf-to-hf", "engine": None}),
+            "convert 'gguf-to-hf' reads a GGUF file",
+        ),
         ("unknown key", edit("q8_0", bits=8), f"'{where}.q8_0.weights'"),
         ("missing from", edit("q8_0", **{"from": None}), f"'{where}.q8_0.weights'"),
     ]
 
 
-@pytest.mark.parametrize("description,mutate,expected", _mutations(),
-                         ids=[m[0] for m in _mutations()])
+@pytest.mark.parametrize(
+    "description,mutate,expected", _mutations(), ids=[m[0] for m in _mutations()]
+)
 def test_bad_derived_config_is_rejected_naming_the_key(description, mutate, expected):
     config = chain_config()
     mutate(config["models"][MODEL]["quants"], config["engines"])
@@ -156,10 +211,24 @@ def test_bad_derived_config_is_rejected_naming_the_key(description, mutate, expe
 
 def test_a_synthetic_tokenizer_from_a_derived_quant_is_refused():
     config = chain_config()
-    config["models"]["syn"] = {"quants": {"f16": {"weights": {
-        "source": "synthetic", "tokenizer_from": {"model": MODEL, "quant": "q8_0"},
-        "shape": {"hidden_size": 64, "layers": 2, "ffn_size": 128, "heads": 4, "kv_heads": 2,
-                  "context_length": 512}}}}}
+    config["models"]["syn"] = {
+        "quants": {
+            "f16": {
+                "weights": {
+                    "source": "synthetic",
+                    "tokenizer_from": {"model": MODEL, "quant": "q8_0"},
+                    "shape": {
+                        "hidden_size": 64,
+                        "layers": 2,
+                        "ffn_size": 128,
+                        "heads": 4,
+                        "kv_heads": 2,
+                        "context_length": 512,
+                    },
+                }
+            }
+        }
+    }
     with pytest.raises(ConfigError, match="tokenizer_from': name the GGUF a derived quant"):
         validate_config(config)
 
@@ -173,8 +242,11 @@ def test_the_quantize_types_are_the_pinned_trees():
 
     sdist = fetch_distribution("llama-cpp-python", "0.3.36", sdist=True)
     with tarfile.open(sdist) as archive:
-        member = next(m for m in archive.getmembers()
-                      if m.name.endswith("vendor/llama.cpp/tools/quantize/quantize.cpp"))
+        member = next(
+            m
+            for m in archive.getmembers()
+            if m.name.endswith("vendor/llama.cpp/tools/quantize/quantize.cpp")
+        )
         source = archive.extractfile(member).read().decode()
     options = source.split("QUANT_OPTIONS", 1)[1].split("};", 1)[0]
     assert tuple(re.findall(r'\{\s*"([A-Z0-9_]+)"', options)) == derive.QUANTIZE_TYPES
@@ -182,8 +254,21 @@ def test_the_quantize_types_are_the_pinned_trees():
 
 def planned(workdir: Path, *targets: str) -> dict[str, set[str]]:
     """rule -> wildcards of the jobs a dry run would run."""
-    argv = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
-            "--configfile", str(workdir / "matrix.yaml"), "--cores", "1", "-n", *targets]
+    argv = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "matrix.yaml"),
+        "--cores",
+        "1",
+        "-n",
+        *targets,
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs: dict[str, set[str]] = {}
@@ -204,19 +289,23 @@ def test_a_dry_run_plans_the_chain_once_and_the_engine_before_its_tools(tmp_path
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "matrix.yaml").write_text(yaml.safe_dump(chain_config()))
-    cells = [f"results/cells/{MODEL}__{ENGINE}__{q}__none__w/metrics.json" for q in ("q8_0",
-                                                                                      "q4_0")]
+    cells = [
+        f"results/cells/{MODEL}__{ENGINE}__{q}__none__w/metrics.json" for q in ("q8_0", "q4_0")
+    ]
     jobs = planned(workdir, *cells)
     assert jobs["weights"] == {f"{MODEL}__{q}" for q in ("q4_1", "bf16", "f16", "q8_0", "q4_0")}
     assert jobs["engine"] == {ENGINE}
 
     # The q4_0 manifest alone, from nothing: its whole chain and the engine, not q8_0.
     only = planned(workdir, f"results/weights/{MODEL}__q4_0.json")
-    assert only == {"weights": {f"{MODEL}__{q}" for q in ("q4_1", "bf16", "f16", "q4_0")},
-                    "engine": {ENGINE}}
+    assert only == {
+        "weights": {f"{MODEL}__{q}" for q in ("q4_1", "bf16", "f16", "q4_0")},
+        "engine": {ENGINE},
+    }
     # bf16 runs in the venv alone: no engine step before it.
     assert planned(workdir, f"results/weights/{MODEL}__bf16.json") == {
-        "weights": {f"{MODEL}__q4_1", f"{MODEL}__bf16"}}
+        "weights": {f"{MODEL}__q4_1", f"{MODEL}__bf16"}
+    }
 
     # Mark the chain made without making it (a forced --touch records every job's params and
     # inputs), then change the source's pin: the chain replans from q4_1 down, nothing else.
@@ -225,15 +314,34 @@ def test_a_dry_run_plans_the_chain_once_and_the_engine_before_its_tools(tmp_path
     for target in targets:
         (workdir / target).parent.mkdir(parents=True, exist_ok=True)
         (workdir / target).write_text("{}\n")
-    subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
-                    "--configfile", str(workdir / "matrix.yaml"), "--cores", "1", "--touch",
-                    "--forceall", *targets], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(SNAKEFILE),
+            "-d",
+            str(workdir),
+            "--configfile",
+            str(workdir / "matrix.yaml"),
+            "--cores",
+            "1",
+            "--touch",
+            "--forceall",
+            *targets,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert planned(workdir, *targets) == {}
     changed = chain_config()
     changed["models"][MODEL]["quants"]["q4_1"]["weights"]["sha256"] = "0" * 64
     (workdir / "matrix.yaml").write_text(yaml.safe_dump(changed))
     assert planned(workdir, *targets) == {
-        "weights": {f"{MODEL}__{q}" for q in ("q4_1", "bf16", "f16", "q8_0")}}
+        "weights": {f"{MODEL}__{q}" for q in ("q4_1", "bf16", "f16", "q8_0")}
+    }
     # A changed quantize type replans that quant alone.
     retyped = copy.deepcopy(chain_config())
     retyped["models"][MODEL]["quants"]["q8_0"]["weights"]["type"] = "q5_0"
@@ -257,27 +365,46 @@ def _quantize_step(tmp_path: Path, source_manifest: dict, stamp: dict | None):
     return lambda: fetch_weights(spec, tmp_path / "q8_0.json", StepInputs(source, engine))
 
 
-@pytest.mark.parametrize("source_manifest,stamp,expected", [
-    ({"status": "failed", "reason": "WeightsError: disk full\nmore"}, {},
-     "source weights 'smollm2-135m__f16' failed: WeightsError: disk full"),
-    ({"primary": "/nonexistent/folder", "files": []}, {},
-     "quantize needs a GGUF file; 'smollm2-135m__f16' is /nonexistent/folder"),
-    ("gguf", {"status": "failed", "reason": "EngineUnusable: no variant runs"},
-     "engine 'llamacpp-cpu' is not available, so neither are its tools: EngineUnusable"),
-    ("gguf", {"binary": "/x/llama-server", "key": "k"},
-     "engine 'llamacpp-cpu' was provisioned before its build kept llama-quantize"),
-    ("gguf", None, "the stamp of engine 'llamacpp-cpu' is missing"),
-], ids=["failed source", "source not a GGUF", "failed engine", "old engine stamp", "no stamp"])
-def test_a_step_without_its_source_or_tool_fails_saying_which(tmp_path, source_manifest, stamp,
-                                                                expected):
+@pytest.mark.parametrize(
+    "source_manifest,stamp,expected",
+    [
+        (
+            {"status": "failed", "reason": "WeightsError: disk full\nmore"},
+            {},
+            "source weights 'smollm2-135m__f16' failed: WeightsError: disk full",
+        ),
+        (
+            {"primary": "/nonexistent/folder", "files": []},
+            {},
+            "quantize needs a GGUF file; 'smollm2-135m__f16' is /nonexistent/folder",
+        ),
+        (
+            "gguf",
+            {"status": "failed", "reason": "EngineUnusable: no variant runs"},
+            "engine 'llamacpp-cpu' is not available, so neither are its tools: EngineUnusable",
+        ),
+        (
+            "gguf",
+            {"binary": "/x/llama-server", "key": "k"},
+            "engine 'llamacpp-cpu' was provisioned before its build kept llama-quantize",
+        ),
+        ("gguf", None, "the stamp of engine 'llamacpp-cpu' is missing"),
+    ],
+    ids=["failed source", "source not a GGUF", "failed engine", "old engine stamp", "no stamp"],
+)
+def test_a_step_without_its_source_or_tool_fails_saying_which(
+    tmp_path, source_manifest, stamp, expected
+):
     """Before converting anything, and before any venv is made (quantize needs none)."""
     from workflow_scripts.weights.fetch import WeightsError
 
     if source_manifest == "gguf":
         gguf = tmp_path / "m-f16.gguf"
         gguf.write_bytes(b"GGUF" + bytes(60))
-        source_manifest = {"primary": str(gguf), "files": [{"name": gguf.name, "size": 64,
-                                                            "sha256": "0" * 64}]}
+        source_manifest = {
+            "primary": str(gguf),
+            "files": [{"name": gguf.name, "size": 64, "sha256": "0" * 64}],
+        }
     with pytest.raises(WeightsError) as error:
         _quantize_step(tmp_path, source_manifest, stamp)()
     assert expected in str(error.value), str(error.value)

@@ -48,12 +48,31 @@ def chain_config() -> dict:
     quants = smollm2_chain_quants(ENGINE)
     return {
         "models": {MODEL: {"quants": quants}},
-        "engines": {ENGINE: {"kind": "llamacpp", "launch": "build",
-                             "settings": {"ctx_size": 1024, "threads": 1}}},
-        "workloads": {"w": {"dataset": {"kind": "random", "input_len": 8}, "num_prompts": 1,
-                            "concurrency": 1, "max_tokens": 8}},
-        "cells": [{"matrix": {"model": [MODEL], "engine": [ENGINE], "quant": list(GGUFS),
-                              "workload": ["w"]}}],
+        "engines": {
+            ENGINE: {
+                "kind": "llamacpp",
+                "launch": "build",
+                "settings": {"ctx_size": 1024, "threads": 1},
+            }
+        },
+        "workloads": {
+            "w": {
+                "dataset": {"kind": "random", "input_len": 8},
+                "num_prompts": 1,
+                "concurrency": 1,
+                "max_tokens": 8,
+            }
+        },
+        "cells": [
+            {
+                "matrix": {
+                    "model": [MODEL],
+                    "engine": [ENGINE],
+                    "quant": list(GGUFS),
+                    "workload": ["w"],
+                }
+            }
+        ],
     }
 
 
@@ -77,12 +96,17 @@ def chain(tmp_path_factory):
     print(f"\nchain made (or found) in {time.monotonic() - started:.0f} s")
     manifests = {q: json.loads(manifest_path(workdir, q).read_text()) for q in CHAIN}
     for quant, manifest in manifests.items():
-        assert manifest.get("status") != "failed", (quant, manifest.get("reason"),
-                                                    (workdir / "logs" / "weights").iterdir())
+        assert manifest.get("status") != "failed", (
+            quant,
+            manifest.get("reason"),
+            (workdir / "logs" / "weights").iterdir(),
+        )
         resolved = manifest["resolved"]
         if manifest["source"] == "derived":
-            print(f"{quant}: {manifest['total_bytes'] / 1e6:.0f} MB, converted in "
-                  f"{resolved['convert_s']} s; {manifest['provenance']}")
+            print(
+                f"{quant}: {manifest['total_bytes'] / 1e6:.0f} MB, converted in "
+                f"{resolved['convert_s']} s; {manifest['provenance']}"
+            )
     stamp = json.loads((workdir / "results" / "engines" / f"{ENGINE}.json").read_text())
     return workdir, manifests, stamp
 
@@ -92,14 +116,19 @@ def test_every_derived_manifest_names_its_source_tools_and_files(chain):
     bf16, f16, q8 = manifests["bf16"], manifests["f16"], manifests["q8_0"]
     source_sha = manifests["q4_1"]["files"][0]["sha256"]
     assert bf16["resolved"]["source"]["files"][0]["sha256"] == source_sha
-    assert bf16["provenance"] == ("bf16, dequantized by transformers 5.17.0 from the q4_1 GGUF "
-                                  "SmolLM2-135M-Instruct.Q4_1.gguf")
-    assert f16["provenance"].startswith("f16, converted by convert_hf_to_gguf.py of "
-                                        "llama-cpp-python 0.3.36")
+    assert bf16["provenance"] == (
+        "bf16, dequantized by transformers 5.17.0 from the q4_1 GGUF "
+        "SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
+    assert f16["provenance"].startswith(
+        "f16, converted by convert_hf_to_gguf.py of llama-cpp-python 0.3.36"
+    )
     assert f16["provenance"].endswith(bf16["provenance"])
-    assert q8["provenance"].startswith("q8_0, quantized by llama-quantize of llama-cpp-python "
-                                       "0.3.36 (vendor/llama.cpp) from the f16 GGUF "
-                                       f"{MODEL}-f16.gguf; f16, converted")
+    assert q8["provenance"].startswith(
+        "q8_0, quantized by llama-quantize of llama-cpp-python "
+        "0.3.36 (vendor/llama.cpp) from the f16 GGUF "
+        f"{MODEL}-f16.gguf; f16, converted"
+    )
     assert q8["resolved"]["tools"]["llama_cpp"]["build_key"] == stamp["key"]
     assert bf16["resolved"]["tools"]["packages"]["transformers"] == "5.17.0"
     assert bf16["resolved"]["tools"]["packages"]["torch"].startswith("2.13.0")
@@ -121,9 +150,14 @@ def test_the_chat_template_and_special_tokens_travel_down_the_chain(chain):
     def metadata(path: str) -> dict:
         fields = GGUFReader(path).fields
         out = {}
-        for key in ("tokenizer.chat_template", "tokenizer.ggml.bos_token_id",
-                    "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
-                    "tokenizer.ggml.model", "tokenizer.ggml.pre"):
+        for key in (
+            "tokenizer.chat_template",
+            "tokenizer.ggml.bos_token_id",
+            "tokenizer.ggml.eos_token_id",
+            "tokenizer.ggml.add_bos_token",
+            "tokenizer.ggml.model",
+            "tokenizer.ggml.pre",
+        ):
             field = fields.get(key)
             out[key] = field.contents() if field is not None else None
         return out
@@ -133,7 +167,8 @@ def test_the_chat_template_and_special_tokens_travel_down_the_chain(chain):
     template = (Path(manifests["bf16"]["primary"]) / "chat_template.jinja").read_text()
     assert template.strip() == original["tokenizer.chat_template"].strip()
     tokenizer_config = json.loads(
-        (Path(manifests["bf16"]["primary"]) / "tokenizer_config.json").read_text())
+        (Path(manifests["bf16"]["primary"]) / "tokenizer_config.json").read_text()
+    )
     assert tokenizer_config["eos_token"] == "<|im_end|>"  # the GGUF's eos, not transformers'
     for quant in ("f16", "q8_0", "q4_0"):
         assert metadata(manifests[quant]["primary"]) == original, quant
@@ -143,41 +178,70 @@ def chat(binary: str, gguf: str, log_path: Path) -> dict:
     """One greedy chat completion from a fresh llama-server on `gguf`, and how it tokenizes
     DIGITS; always torn down."""
     with reserve_port() as lease:
-        argv = [binary, "-m", gguf, "-c", "1024", "-t", "1", "--parallel", "1",
-                "--host", "127.0.0.1", "--port", str(lease.port)]
+        argv = [
+            binary,
+            "-m",
+            gguf,
+            "-c",
+            "1024",
+            "-t",
+            "1",
+            "--parallel",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(lease.port),
+        ]
         server = ServerProcess(argv, log_path)
         base_url = f"http://127.0.0.1:{lease.port}"
         with running(server):
             wait_ready(server, base_url, "/health", 180)
-            resp = requests.post(base_url + "/v1/chat/completions", timeout=300, json={
-                "messages": [{"role": "user", "content": PROMPT}],
-                "max_tokens": MAX_TOKENS, "temperature": 0, "seed": 0})
+            resp = requests.post(
+                base_url + "/v1/chat/completions",
+                timeout=300,
+                json={
+                    "messages": [{"role": "user", "content": PROMPT}],
+                    "max_tokens": MAX_TOKENS,
+                    "temperature": 0,
+                    "seed": 0,
+                },
+            )
             resp.raise_for_status()
             body = resp.json()
             tokens = requests.post(base_url + "/tokenize", json={"content": DIGITS}, timeout=60)
             tokens.raise_for_status()
-    return {"prompt_tokens": body["usage"]["prompt_tokens"],
-            "text": body["choices"][0]["message"]["content"],
-            "digits": tokens.json()["tokens"]}
+    return {
+        "prompt_tokens": body["usage"]["prompt_tokens"],
+        "text": body["choices"][0]["message"]["content"],
+        "digits": tokens.json()["tokens"],
+    }
 
 
 def hf_tokens(manifest: dict, text: str) -> list[int]:
     """`text` as the derived Hugging Face tokenizer (what vLLM loads) encodes it, run in the
     conversion venv (transformers is not a pipeline dependency)."""
     python = Path(manifest["resolved"]["tools"]["venv"]) / "bin" / "python"
-    script = ("import json, sys; from transformers import AutoTokenizer; "
-              "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
-              "print(json.dumps(t.encode(sys.argv[2], add_special_tokens=False)))")
-    proc = subprocess.run([str(python), "-c", script, manifest["primary"], text],
-                          capture_output=True, text=True, timeout=600)
+    script = (
+        "import json, sys; from transformers import AutoTokenizer; "
+        "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+        "print(json.dumps(t.encode(sys.argv[2], add_special_tokens=False)))"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", script, manifest["primary"], text],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_every_gguf_of_the_chain_serves_the_prompt_as_the_same_tokens(chain, tmp_path):
     _, manifests, stamp = chain
-    answers = {q: chat(stamp["binary"], manifests[q]["primary"], tmp_path / f"{q}.log")
-               for q in GGUFS}
+    answers = {
+        q: chat(stamp["binary"], manifests[q]["primary"], tmp_path / f"{q}.log") for q in GGUFS
+    }
     for quant, answer in answers.items():
         print(f"{quant}: {answer['prompt_tokens']} prompt tokens -> {answer['text']!r}")
     assert {a["prompt_tokens"] for a in answers.values()} == {answers["q4_1"]["prompt_tokens"]}

@@ -224,9 +224,24 @@ def test_gb10_weights_step_fetches_every_runnable_cells_files(gb10_hub, tmp_path
     assert len(specs) == 8  # 4 GGUFs, the MTP GGUF, 2 NVFP4 checkpoints, the assistant model
     targets = [f"results/weights/{key}.json" for key in specs]
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
-         "--configfile", str(GB10), "--cores", "2", *targets],
-        capture_output=True, text=True, timeout=600, env={**os.environ},
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            str(GB10),
+            "--cores",
+            "2",
+            *targets,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     by_repo: dict[str, set[str]] = {}
@@ -247,11 +262,19 @@ def test_gb10_weights_step_fetches_every_runnable_cells_files(gb10_hub, tmp_path
             assert manifest["primary"] == manifest["snapshot_dir"]
     assert by_repo == {
         "ggml-org/gemma-4-12B-it-GGUF": {"gemma-4-12B-it-Q4_K_M.gguf", "gemma-4-12B-it-Q8_0.gguf"},
-        "unsloth/gemma-4-12b-it-GGUF": {"gemma-4-12b-it-Q4_K_M.gguf", "gemma-4-12b-it-Q6_K.gguf",
-                                        "MTP/gemma-4-12b-it-Q8_0-MTP.gguf"},
-        **{repo: {"config.json", "model.safetensors", "tokenizer.json"} for repo in (
-            "RedHatAI/gemma-4-12B-it-NVFP4", "AxionML/Gemma-4-12B-NVFP4",
-            "google/gemma-4-12B-it-assistant")},
+        "unsloth/gemma-4-12b-it-GGUF": {
+            "gemma-4-12b-it-Q4_K_M.gguf",
+            "gemma-4-12b-it-Q6_K.gguf",
+            "MTP/gemma-4-12b-it-Q8_0-MTP.gguf",
+        },
+        **{
+            repo: {"config.json", "model.safetensors", "tokenizer.json"}
+            for repo in (
+                "RedHatAI/gemma-4-12B-it-NVFP4",
+                "AxionML/Gemma-4-12B-NVFP4",
+                "google/gemma-4-12B-it-assistant",
+            )
+        },
     }
 
 
@@ -259,10 +282,16 @@ def test_gb10_weights_step_fetches_every_runnable_cells_files(gb10_hub, tmp_path
     ("repo", "filename", "named"),
     [
         # the names this config had before: the id resolves whatever its case, the file does not
-        ("ggml-org/gemma-4-12b-it-GGUF", "gemma-4-12b-it-Q4_K_M.gguf",
-         "matches ['gemma-4-12b-it-Q4_K_M.gguf'] (files: README.md, gemma-4-12B-it-Q4_0.gguf"),
-        ("ggml-org/gemma-4-12b-it-GGUF", "gemma-4-12b-it-Q6_K.gguf",
-         "no file of 'ggml-org/gemma-4-12b-it-GGUF@main' matches ['gemma-4-12b-it-Q6_K.gguf']"),
+        (
+            "ggml-org/gemma-4-12b-it-GGUF",
+            "gemma-4-12b-it-Q4_K_M.gguf",
+            "matches ['gemma-4-12b-it-Q4_K_M.gguf'] (files: README.md, gemma-4-12B-it-Q4_0.gguf",
+        ),
+        (
+            "ggml-org/gemma-4-12b-it-GGUF",
+            "gemma-4-12b-it-Q6_K.gguf",
+            "no file of 'ggml-org/gemma-4-12b-it-GGUF@main' matches ['gemma-4-12b-it-Q6_K.gguf']",
+        ),
         ("AxionML/gemma-4-12B-it-NVFP4", None, "repo 'AxionML/gemma-4-12B-it-NVFP4' not found"),
     ],
 )

@@ -15,12 +15,14 @@ def test_file_hashed_in_place(tmp_path):
     digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
     manifest = fetch_weights({"source": "local", "path": str(gguf)}, tmp_path / "m.json")
     assert manifest["primary"] == str(gguf)
-    assert manifest["files"] == [{"path": str(gguf), "name": "model.gguf", "size": 104,
-                                  "sha256": digest}]
+    assert manifest["files"] == [
+        {"path": str(gguf), "name": "model.gguf", "size": 104, "sha256": digest}
+    ]
     assert manifest["resolved_revision"] == digest
     with pytest.raises(WeightsError, match="does not match " + "0" * 64):
-        fetch_weights({"source": "local", "path": str(gguf), "sha256": "0" * 64},
-                      tmp_path / "bad.json")
+        fetch_weights(
+            {"source": "local", "path": str(gguf), "sha256": "0" * 64}, tmp_path / "bad.json"
+        )
     gguf.write_bytes(b"PK\3\4not a gguf")
     with pytest.raises(WeightsError, match="is not a GGUF file"):
         fetch_weights({"source": "local", "path": str(gguf)}, tmp_path / "bad.json")

@@ -76,8 +76,11 @@ def acceptance_from_server_info(
         "server_accept_length_bench_end": m1,
     }
     if before is None:
-        return {**result, "mean_acceptance_length": m1,
-                "window": "server lifetime, warmup included (not read at warmup end)"}
+        return {
+            **result,
+            "mean_acceptance_length": m1,
+            "window": "server lifetime, warmup included (not read at warmup end)",
+        }
     m0 = before.accept_length
     e0 = sum(_decode_tokens(r) for r in records if r.warmup and r.status == OK)
     e_bench = sum(_decode_tokens(r) for r in _measured(records, status=None))
@@ -85,8 +88,11 @@ def acceptance_from_server_info(
         return {**result, "mean_acceptance_length": m1, "window": "measured run"}
     steps_bench = (e0 + e_bench) / m1 - e0 / m0
     if steps_bench <= 0 or not e_bench:
-        return {**result, "mean_acceptance_length": m1,
-                "window": "server lifetime, warmup included (the difference is not defined)"}
+        return {
+            **result,
+            "mean_acceptance_length": m1,
+            "window": "server lifetime, warmup included (the difference is not defined)",
+        }
     return {
         **result,
         "mean_acceptance_length": e_bench / steps_bench,

@@ -63,9 +63,13 @@ def _engine_info(results_dir: Path, engine: str) -> dict[str, Any]:
 
 def client_command(cell: Cell, command: ServerCommand, results_dir: Path) -> list[str]:
     """The standalone load generator's command line for this cell's workload."""
-    return client_argv(cell.workload_spec, command.base_url,
-                       str(results_dir / "cells" / cell.id), command.served_model,
-                       request_fields(cell))
+    return client_argv(
+        cell.workload_spec,
+        command.base_url,
+        str(results_dir / "cells" / cell.id),
+        command.served_model,
+        request_fields(cell),
+    )
 
 
 def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:

@@ -1,6 +1,6 @@
 """A config's published figures without running anything:
 
-    python -m workflow_scripts.outputs.reference --configfile X --reference-only --out DIR
+python -m workflow_scripts.outputs.reference --configfile X --reference-only --out DIR
 """
 
 from __future__ import annotations

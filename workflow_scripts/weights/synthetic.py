@@ -156,8 +156,12 @@ class Tokenizer:
         fields = (
             ("tokenizer.ggml.model", "llama", GGUFValueType.STRING, None),
             ("tokenizer.ggml.tokens", tokens, GGUFValueType.ARRAY, GGUFValueType.STRING),
-            ("tokenizer.ggml.scores", [0.0] * len(tokens), GGUFValueType.ARRAY,
-             GGUFValueType.FLOAT32),
+            (
+                "tokenizer.ggml.scores",
+                [0.0] * len(tokens),
+                GGUFValueType.ARRAY,
+                GGUFValueType.FLOAT32,
+            ),
             ("tokenizer.ggml.token_type", types, GGUFValueType.ARRAY, GGUFValueType.INT32),
             ("tokenizer.ggml.unknown_token_id", 0, GGUFValueType.UINT32, None),
             ("tokenizer.ggml.bos_token_id", 1, GGUFValueType.UINT32, None),
