@@ -21,8 +21,9 @@ import requests
 
 from ..atomic import atomic_open, write_json, write_text
 from ..engines import adapter_for
-from ..engines.base import SpecCounters
+from ..engines.base import EngineAdapter, SpecCounters
 from ..engines.command import (
+    ServerCommand,
     cell_server_command,
     cell_weights,
     container_image_id,
@@ -31,9 +32,9 @@ from ..engines.command import (
 )
 from ..engines.provision import native_build_mismatch
 from ..engines.server_auth import auth_headers, client_api_key, engine_api_key, server_api_key
-from ..loadgen.client import LoadSpec, run_load
+from ..loadgen.client import LoadResult, LoadSpec, run_load
 from ..loadgen.command import client_argv
-from ..loadgen.datasets import load_dataset
+from ..loadgen.datasets import Dataset, Prompt, load_dataset
 from ..loadgen.metrics import compute_metrics
 from ..terminal import say
 from ..vocabulary import Cell, CellMetrics, Status
@@ -41,7 +42,14 @@ from .context_guard import guard_prompts, size_before_launch
 from .failures import bump_failures
 from .machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
 from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
-from .server import ServerError, ServerProcess, reserve_port, sigterm_raises, wait_ready
+from .server import (
+    PortLease,
+    ServerError,
+    ServerProcess,
+    reserve_port,
+    sigterm_raises,
+    wait_ready,
+)
 from .specdecode import (
     acceptance_from_counters,
     acceptance_from_request_fields,
@@ -130,7 +138,9 @@ def _scrape(base_url: str, paths: list[str]) -> str | None:
 
 
 def run_cell(inputs: CellInputs) -> CellMetrics:
-    """Run the cell and write its files; return metrics.json's content."""
+    """Run the cell and write its files; return metrics.json's content. The stages, in order:
+    plan the launch, start the server and wait for it, guard the prompts, warm up and load,
+    scrape, tear down, record; a failure at any of them is the cell's result."""
     cell, out = inputs.cell, inputs.out_dir
     out.mkdir(parents=True, exist_ok=True)
     adapter = adapter_for(cell.engine_spec["kind"])
@@ -143,132 +153,36 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
     }
     records: list = []
     sampler: MemorySampler | None = None
-    server: ServerProcess | None = None
     log_path = out / "server.log"
     log_path.unlink(missing_ok=True)
     try:
         with sigterm_raises(), server_api_key(engine_api_key(cell)):
-            for what, stamp in (
-                ("engine unusable", inputs.engine_info),
-                ("weights not available", inputs.weights_manifest),
-                ("drafter weights not available", inputs.drafter_manifest or {}),
-            ):
-                if stamp.get("status") == Status.FAILED:
-                    raise RuntimeError(f"{what}: {stamp.get('reason')}")
-            if mismatch := native_build_mismatch(inputs.engine_info):
-                raise RuntimeError(f"engine unusable here: {mismatch}")
-            dataset = load_dataset(
-                cell.workload_spec["dataset"], int(cell.workload_spec["num_prompts"])
-            )
-            result["dataset_sha256"] = dataset.sha256
-            result["dataset_note"] = dataset.note
-            result["prompt_indices"] = [p.index for p in dataset.prompts]
-            sizing = None
-            if cell.run["context_guard"] == "size":  # before launch: -c is a launch flag
-                cell, sizing = size_before_launch(
-                    cell,
-                    adapter,
-                    inputs.engine_info,
-                    inputs.weights_manifest,
-                    dataset.prompts,
-                    out / "context-sizing.log",
-                )
-            port_lease = reserve_port(cell.run["host"], adapter.container_port(cell))
-            weights, drafter_weights = cell_weights(
-                cell, inputs.weights_manifest, inputs.drafter_manifest
-            )
-            command = cell_server_command(
-                cell, adapter, inputs.engine_info, weights, drafter_weights, port_lease.port
-            )
-            result["server_command"] = command.argv
-            result["server_env"] = command.shown_env
-            result["engine_version"] = inputs.engine_info.get("version")
-            base_url = command.base_url
-            mem_cfg = cell.run["memory"]
-            server = ServerProcess.for_command(command, log_path)
-
-            def on_floor(sample):
-                server.stop(timeout_s=2)
-
-            sampler = MemorySampler(
-                interval_s=float(mem_cfg["interval_s"]),
-                floor_kib=int(float(mem_cfg["floor_gib"]) * KIB_PER_GIB),
-                on_floor=on_floor,
-            )
-            sampler.take_baseline(int(mem_cfg["baseline_samples"]))
-            sampler.start()
+            check_inputs(inputs)
+            plan = plan_launch(inputs, adapter, result)
+            server = ServerProcess.for_command(plan.command, log_path)
+            sampler = memory_sampler(plan.cell, server)
+            start_sampling(sampler, plan.cell)
             try:
-                sampler.set_phase("load")
-                server.start()
-                sampler.server_pid = server.pid
-                probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
-                if command.served_model:
-                    probe["model"] = command.served_model
-                result["ready_s"] = wait_ready(
-                    server, base_url, adapter.health_path, float(cell.run["ready_timeout_s"]), probe
-                )
-                say(f"{cell.id}: server ready in {result['ready_s']:.1f} s; load test starts")
-                result["server_version"] = adapter.server_version(base_url)
-                if command.container:
-                    result["container_image_id"] = container_image_id(command.container)
-                    sampler.server_pid = container_pid(command.container) or server.pid
-                server_roots = (server.pid, sampler.server_pid)
-                sampler.watch_client(os.getpid(), exclude=server_roots)
-                prompts, guard = guard_prompts(cell, adapter, base_url, dataset.prompts, sizing)
-                result["context_guard"] = guard.to_dict()
-                guard.enforce()  # `fail`, or nothing left: the cell fails before any load
+                window = start_and_wait(plan, adapter, server, sampler, result)
+                prompts = guard(plan, adapter, result)
                 sampler.set_phase("warmup")
-                spec = load_spec_for(cell, base_url, command.served_model)
-                counters: dict[str, SpecCounters] = {}
-                use: dict[str, UseSnapshot] = {}
-
-                def on_measure_start() -> None:
-                    sampler.set_phase("bench")
-                    text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
-                    counters["before"] = adapter.parse_spec_metrics(text) if text else None
-                    use["start"] = take_snapshot(server_roots)
-
-                def on_measure_end() -> None:
-                    use["end"] = take_snapshot(server_roots)
-
+                spec = load_spec_for(plan.cell, plan.command.base_url, plan.command.served_model)
                 load = run_load(
                     spec,
                     prompts,
-                    on_measure_start=on_measure_start,
-                    progress_label=cell.id,
-                    on_measure_end=on_measure_end,
+                    on_measure_start=window.measure_start,
+                    progress_label=plan.cell.id,
+                    on_measure_end=window.measure_end,
                 )
                 records = load.records
                 died = None if server.alive() else server.died_message("while the load ran")
-                text = _scrape(base_url, adapter.paths_to_try(adapter.metrics_path))
-                counters["after"] = adapter.parse_spec_metrics(text) if text else None
+                window.scrape_after()
                 sampler.set_phase("teardown")
             finally:
                 server.stop()
                 sampler.stop()
-            result.update(compute_metrics(records, hit_time_cap=load.hit_time_cap))
-            result["not_started"] = load.not_started
-            result["load"] = spec.public()
-            result["client_command"] = client_argv(
-                cell.workload_spec, base_url, str(out), command.served_model, request_fields(cell)
-            )
-            result["spec"] = _spec_result(cell, counters, records)
-            if "start" in use and "end" in use:
-                choice = load.processes.to_dict() if load.processes else None
-                result["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
-                result["interference"] = interference(
-                    use["start"], use["end"], sampler.samples, inputs.thresholds
-                )
-            if sampler.tripped is not None:
-                raise ServerError(
-                    f"memory watchdog: MemAvailable fell to "
-                    f"{sampler.tripped.mem_available_kib / KIB_PER_GIB:.2f} GiB, below the floor "
-                    f"of {mem_cfg['floor_gib']} GiB; the server was killed"
-                )
-            if died:  # figures from a server that died mid-run compare with nothing
-                raise ServerError(died)
-            if result["completed"] == 0:
-                raise ServerError(f"no request completed ({result['errors_by_reason']})")
+            record(result, inputs, plan, spec, load, window, sampler)
+            check_run(result, plan, sampler, died)
             result["status"] = Status.DONE
     except Exception as exc:  # Ctrl-C / SIGTERM pass through: no result is written for them
         result["status"] = Status.FAILED
@@ -288,6 +202,195 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
     result["engine_info"] = {k: v for k, v in inputs.engine_info.items() if k != "reason"}
     _write_outputs(out, result, records)
     return result
+
+
+def check_inputs(inputs: CellInputs) -> None:
+    """A failed engine or weights step, or a native build from another CPU, fails the cell
+    before anything starts."""
+    for what, stamp in (
+        ("engine unusable", inputs.engine_info),
+        ("weights not available", inputs.weights_manifest),
+        ("drafter weights not available", inputs.drafter_manifest or {}),
+    ):
+        if stamp.get("status") == Status.FAILED:
+            raise RuntimeError(f"{what}: {stamp.get('reason')}")
+    if mismatch := native_build_mismatch(inputs.engine_info):
+        raise RuntimeError(f"engine unusable here: {mismatch}")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What the launch stage decided: the cell as it runs (its context sized when the guard
+    sizes it), its prompts, the server command (made once, here) and the port held for it."""
+
+    cell: Cell
+    dataset: Dataset
+    sizing: dict[str, Any] | None
+    command: ServerCommand
+    port_lease: PortLease
+
+
+def plan_launch(inputs: CellInputs, adapter: EngineAdapter, result: CellMetrics) -> LaunchPlan:
+    cell = inputs.cell
+    dataset = load_dataset(cell.workload_spec["dataset"], int(cell.workload_spec["num_prompts"]))
+    result["dataset_sha256"] = dataset.sha256
+    result["dataset_note"] = dataset.note
+    result["prompt_indices"] = [p.index for p in dataset.prompts]
+    sizing = None
+    if cell.run["context_guard"] == "size":  # before launch: -c is a launch flag
+        cell, sizing = size_before_launch(
+            cell,
+            adapter,
+            inputs.engine_info,
+            inputs.weights_manifest,
+            dataset.prompts,
+            inputs.out_dir / "context-sizing.log",
+        )
+    port_lease = reserve_port(cell.run["host"], adapter.container_port(cell))
+    weights, drafter_weights = cell_weights(cell, inputs.weights_manifest, inputs.drafter_manifest)
+    command = cell_server_command(
+        cell, adapter, inputs.engine_info, weights, drafter_weights, port_lease.port
+    )
+    result["server_command"] = command.argv
+    result["server_env"] = command.shown_env
+    result["engine_version"] = inputs.engine_info.get("version")
+    return LaunchPlan(cell, dataset, sizing, command, port_lease)
+
+
+def memory_sampler(cell: Cell, server: ServerProcess) -> MemorySampler:
+    """The cell's memory sampler; below the floor, it stops the server."""
+    mem_cfg = cell.run["memory"]
+
+    def on_floor(sample):
+        server.stop(timeout_s=2)
+
+    return MemorySampler(
+        interval_s=float(mem_cfg["interval_s"]),
+        floor_kib=int(float(mem_cfg["floor_gib"]) * KIB_PER_GIB),
+        on_floor=on_floor,
+    )
+
+
+def start_sampling(sampler: MemorySampler, cell: Cell) -> None:
+    """The baseline before launch, then sampling until teardown."""
+    sampler.take_baseline(int(cell.run["memory"]["baseline_samples"]))
+    sampler.start()
+
+
+class BenchWindow:
+    """What is read at the edges of the measured run: the engine's speculative-decoding counters
+    before and after, and the CPU snapshots of the server's and the client's trees."""
+
+    def __init__(
+        self,
+        adapter: EngineAdapter,
+        base_url: str,
+        sampler: MemorySampler,
+        server_roots: tuple[int | None, ...],
+    ) -> None:
+        self.adapter, self.base_url = adapter, base_url
+        self.sampler, self.server_roots = sampler, server_roots
+        self.counters: dict[str, SpecCounters | None] = {}
+        self.use: dict[str, UseSnapshot] = {}
+
+    def _counters(self) -> SpecCounters | None:
+        text = _scrape(self.base_url, self.adapter.paths_to_try(self.adapter.metrics_path))
+        return self.adapter.parse_spec_metrics(text) if text else None
+
+    def measure_start(self) -> None:
+        self.sampler.set_phase("bench")
+        self.counters["before"] = self._counters()
+        self.use["start"] = take_snapshot(self.server_roots)
+
+    def measure_end(self) -> None:
+        self.use["end"] = take_snapshot(self.server_roots)
+
+    def scrape_after(self) -> None:
+        self.counters["after"] = self._counters()
+
+
+def start_and_wait(
+    plan: LaunchPlan,
+    adapter: EngineAdapter,
+    server: ServerProcess,
+    sampler: MemorySampler,
+    result: CellMetrics,
+) -> BenchWindow:
+    cell, command = plan.cell, plan.command
+    sampler.set_phase("load")
+    server.start()
+    sampler.server_pid = server.pid
+    probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    if command.served_model:
+        probe["model"] = command.served_model
+    result["ready_s"] = wait_ready(
+        server, command.base_url, adapter.health_path, float(cell.run["ready_timeout_s"]), probe
+    )
+    say(f"{cell.id}: server ready in {result['ready_s']:.1f} s; load test starts")
+    result["server_version"] = adapter.server_version(command.base_url)
+    if command.container:
+        result["container_image_id"] = container_image_id(command.container)
+        sampler.server_pid = container_pid(command.container) or server.pid
+    server_roots = (server.pid, sampler.server_pid)
+    sampler.watch_client(os.getpid(), exclude=server_roots)
+    return BenchWindow(adapter, command.base_url, sampler, server_roots)
+
+
+def guard(plan: LaunchPlan, adapter: EngineAdapter, result: CellMetrics) -> list[Prompt]:
+    prompts, report = guard_prompts(
+        plan.cell, adapter, plan.command.base_url, plan.dataset.prompts, plan.sizing
+    )
+    result["context_guard"] = report.to_dict()
+    report.enforce()  # `fail`, or nothing left: the cell fails before any load
+    return prompts
+
+
+def record(
+    result: CellMetrics,
+    inputs: CellInputs,
+    plan: LaunchPlan,
+    spec: LoadSpec,
+    load: LoadResult,
+    window: BenchWindow,
+    sampler: MemorySampler,
+) -> None:
+    cell, command = plan.cell, plan.command
+    records = load.records
+    result.update(compute_metrics(records, hit_time_cap=load.hit_time_cap))
+    result["not_started"] = load.not_started
+    result["load"] = spec.public()
+    result["client_command"] = client_argv(
+        cell.workload_spec,
+        command.base_url,
+        str(inputs.out_dir),
+        command.served_model,
+        request_fields(cell),
+    )
+    result["spec"] = _spec_result(cell, window.counters, records)
+    use = window.use
+    if "start" in use and "end" in use:
+        choice = load.processes.to_dict() if load.processes else None
+        result["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
+        result["interference"] = interference(
+            use["start"], use["end"], sampler.samples, inputs.thresholds
+        )
+
+
+def check_run(
+    result: CellMetrics, plan: LaunchPlan, sampler: MemorySampler, died: str | None
+) -> None:
+    """A run whose figures compare with nothing fails the cell: the memory watchdog fired, the
+    server died mid-run, or no request completed."""
+    if sampler.tripped is not None:
+        raise ServerError(
+            f"memory watchdog: MemAvailable fell to "
+            f"{sampler.tripped.mem_available_kib / KIB_PER_GIB:.2f} GiB, below the floor "
+            f"of {plan.cell.run['memory']['floor_gib']} GiB; the server was killed"
+        )
+    if died:  # figures from a server that died mid-run compare with nothing
+        raise ServerError(died)
+    if result["completed"] == 0:
+        raise ServerError(f"no request completed ({result['errors_by_reason']})")
 
 
 def _spec_result(cell: Cell, counters: dict, records: list) -> dict[str, Any] | None:
