@@ -43,9 +43,9 @@ import sys
 
 from gguf import GGUFWriter
 
-from workflow_scripts.matrix import load_cells
-from workflow_scripts.synthetic import Tokenizer
-from workflow_scripts.weights import fetch_weights
+from workflow_scripts.config.matrix import load_cells
+from workflow_scripts.weights.synthetic import Tokenizer
+from workflow_scripts.weights.fetch import fetch_weights
 
 smollm2 = next(c for c in load_cells("config.yaml") if c.model == "smollm2-135m")
 source = fetch_weights(smollm2.weights, "/tmp/smollm2-manifest.json")["primary"]

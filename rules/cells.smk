@@ -8,16 +8,14 @@ rule cell:
         server_log=f"{RESULTS}/cells/{{cell}}/server.log",
     log:
         "logs/cells/{cell}.log",
-    conda:
-        "../envs/bench.yaml"
     resources:
-        gpu=cell_gpu,
-        mem_mb=cell_mem_mb,
-        runtime=cell_runtime,
-        cpus_per_task=cell_cpus_per_task,
-        slurm_partition=cell_slurm_partition,
-        slurm_account=cell_slurm_account,
-        slurm_extra=cell_slurm_extra,
+        gpu=cell_resource("gpu"),
+        mem_mb=cell_resource("mem_mb"),
+        runtime=cell_resource("runtime"),
+        cpus_per_task=cell_resource("cpus_per_task"),
+        slurm_partition=cell_resource("slurm_partition"),
+        slurm_account=cell_resource("slurm_account"),
+        slurm_extra=cell_resource("slurm_extra"),
     params:
         cell=cell_settings,
         failed_attempts=cell_failures,

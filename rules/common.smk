@@ -1,6 +1,6 @@
 # The cell list and the helpers that give each rule its inputs and params.
 # All decisions call into workflow_scripts; nothing here computes a figure.
-# The config is checked by workflow_scripts.matrix.validate_config against
+# The config is checked by workflow_scripts.config.matrix.validate_config against
 # schemas/config.schema.yaml (defaults filled in) plus its cross references, so
 # every error names the offending key before anything is downloaded.
 import sys
@@ -9,15 +9,15 @@ sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError
 
-from workflow_scripts.aggregate import optional_summary_figures
 from workflow_scripts.atomic import canonical_json
-from workflow_scripts.cards import report_labels
-from workflow_scripts.failures import failure_count
-from workflow_scripts.interrupt import forward_sigterm_to_jobs
-from workflow_scripts.matrix import ConfigError, build_cells, validate_config
-from workflow_scripts.resources import resources_by_cell, without_resources
-from workflow_scripts.run_end import print_run_end
-from workflow_scripts.weights import (
+from workflow_scripts.cell.failures import failure_count
+from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
+from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.config.resources import resources_by_cell, without_resources
+from workflow_scripts.outputs.labels import optional_summary_figures, report_labels
+from workflow_scripts.outputs.run_end import print_run_end
+from workflow_scripts.vocabulary import ConfigError
+from workflow_scripts.weights.fetch import (
     step_engine,
     weights_dependencies,
     with_dependencies,
@@ -125,43 +125,24 @@ def cell_inputs(wildcards):
 
 def cell_settings(wildcards):
     """Published reference figures feed only cards and tables: editing one never reruns a cell."""
-    return canonical_json({**CELLS[wildcards.cell].to_dict(), "reference": {}})
+    return canonical_json({**CELL_DICTS[wildcards.cell], "reference": {}})
 
 
 def cell_failures(wildcards):
     return failure_count(FAILURES, wildcards.cell)
 
 
-# The cell rule's resources (workflow_scripts.resources): what the Slurm executor requests, and
-# what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
+# The cell rule's resources (workflow_scripts.config.resources): what the Slurm executor requests,
+# and what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
 
 
-def cell_gpu(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["gpu"]
+def cell_resource(key):
+    """The cell rule's resource `key`, looked up per cell (validation filled in the defaults)."""
 
+    def of_cell(wildcards):
+        return CELL_RESOURCES[wildcards.cell].get(key)
 
-def cell_mem_mb(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["mem_mb"]
-
-
-def cell_runtime(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["runtime"]
-
-
-def cell_cpus_per_task(wildcards):
-    return CELL_RESOURCES[wildcards.cell]["cpus_per_task"]
-
-
-def cell_slurm_partition(wildcards):
-    return CELL_RESOURCES[wildcards.cell].get("slurm_partition")
-
-
-def cell_slurm_account(wildcards):
-    return CELL_RESOURCES[wildcards.cell].get("slurm_account")
-
-
-def cell_slurm_extra(wildcards):
-    return CELL_RESOURCES[wildcards.cell].get("slurm_extra")
+    return of_cell
 
 
 def all_cell_metrics():
@@ -176,20 +157,20 @@ def all_cell_requests():
 # of the cells as params, so a card or table follows a config edit without rerunning a cell.
 
 
-def cell_dicts():
-    return [cell.to_dict() for cell in CELLS.values()]
-
-
-def all_cell_requests():
-    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in CELLS]
+# Each cell as plain data, made once: Snakemake asks for these for every job of a large matrix.
+CELL_DICTS = {cell_id: cell.to_dict() for cell_id, cell in CELLS.items()}
+ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
+# Every summary figure this matrix gets: concurrency and reference plots only when the matrix
+# sweeps concurrency or has published figures.
+SUMMARY_FIGURES = [
+    f"{RESULTS}/summary/{name}.png"
+    for name in ["decode_tok_s", "latency", "peak_memory", "spec_gain"]
+    + optional_summary_figures(list(CELL_DICTS.values()))
+]
 
 
 def summary_figures():
-    """Every summary figure this matrix gets: concurrency and reference plots only when the
-    matrix sweeps concurrency or has published figures."""
-    names = ["decode_tok_s", "latency", "peak_memory", "spec_gain"]
-    names += optional_summary_figures(cell_dicts())
-    return [f"{RESULTS}/summary/{name}.png" for name in names]
+    return SUMMARY_FIGURES
 
 
 def report_inputs():
@@ -204,24 +185,21 @@ def report_inputs():
 
 
 def all_cells_settings(wildcards):
-    return canonical_json(cell_dicts())
+    return ALL_CELLS_SETTINGS
 
 
 def card_settings(wildcards):
-    return canonical_json(CELLS[wildcards.cell].to_dict())
+    return canonical_json(CELL_DICTS[wildcards.cell])
 
 
 def cell_report_subcategory(wildcards):
     return CELLS[wildcards.cell].model
 
 
-def card_report_labels(wildcards):
-    return report_labels(CELLS[wildcards.cell].to_dict(), "result card")
+def cell_report_labels(figure):
+    """A cell's labels in the report for one of its figures (workflow_scripts.outputs.labels)."""
 
+    def of_cell(wildcards):
+        return report_labels(CELL_DICTS[wildcards.cell], figure)
 
-def latency_report_labels(wildcards):
-    return report_labels(CELLS[wildcards.cell].to_dict(), "TTFT and TPOT")
-
-
-def memory_report_labels(wildcards):
-    return report_labels(CELLS[wildcards.cell].to_dict(), "memory over time")
+    return of_cell

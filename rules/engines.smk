@@ -4,8 +4,6 @@ rule engine:
     log:
         "logs/engines/{engine}.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         spec=engine_spec,
         failed_attempts=engine_failures,

@@ -14,14 +14,14 @@ rule card:
             caption="../report/card.rst",
             category="Cells",
             subcategory=cell_report_subcategory,
-            labels=card_report_labels,
+            labels=cell_report_labels("result card"),
         ),
         latency_plot=report(
             f"{RESULTS}/cells/{{cell}}/latency.png",
             caption="../report/cell_latency.rst",
             category="Cells",
             subcategory=cell_report_subcategory,
-            labels=latency_report_labels,
+            labels=cell_report_labels("TTFT and TPOT"),
         ),
         latency_svg=f"{RESULTS}/cells/{{cell}}/latency.svg",
         memory_plot=report(
@@ -29,14 +29,12 @@ rule card:
             caption="../report/cell_memory.rst",
             category="Memory",
             subcategory=cell_report_subcategory,
-            labels=memory_report_labels,
+            labels=cell_report_labels("memory over time"),
         ),
         memory_svg=f"{RESULTS}/cells/{{cell}}/memory.svg",
     log:
         "logs/cards/{cell}.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cell=card_settings,
     script:
@@ -67,15 +65,13 @@ rule aggregate:
     log:
         "logs/aggregate.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
         "../workflow_scripts/entry/aggregate.py"
 
 
-# Engine against engine, quant against quant (workflow_scripts.comparisons), beside spec_gain.
+# Engine against engine, quant against quant (workflow_scripts.outputs.comparisons), beside spec_gain.
 rule comparisons:
     input:
         metrics=all_cell_metrics(),
@@ -91,8 +87,6 @@ rule comparisons:
     log:
         "logs/comparisons.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -131,8 +125,6 @@ rule summary_plots:
     log:
         "logs/summary_plots.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -153,8 +145,6 @@ rule concurrency_figure:
     log:
         "logs/concurrency_figure.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -175,8 +165,6 @@ rule reference_figure:
     log:
         "logs/reference_figure.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -192,8 +180,6 @@ rule overview:
     log:
         "logs/overview.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     script:
         "../workflow_scripts/entry/overview.py"
 
@@ -208,8 +194,6 @@ rule html_report:
     log:
         "logs/report.log",
     localrule: True
-    conda:
-        "../envs/bench.yaml"
     params:
         snakefile=workflow.main_snakefile,
     script:

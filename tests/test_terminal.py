@@ -29,7 +29,11 @@ def test_throttle_lets_one_line_through_per_interval():
 
 def test_sizes_read_in_powers_of_1024():
     assert [human_bytes(n) for n in (10, 2048, 80e6, 5e9)] == [
-        "10 B", "2.0 KiB", "76.3 MiB", "4.7 GiB"]
+        "10 B",
+        "2.0 KiB",
+        "76.3 MiB",
+        "4.7 GiB",
+    ]
 
 
 def test_a_labelled_load_progress_prints_lines_not_a_bar(capfd):

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 
 import requests
 
-from ..server_auth import auth_headers
+from ..vocabulary import Cell, ConfigError
+from .server_auth import auth_headers
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -106,8 +107,6 @@ class EngineAdapter:
     api_key_env_var: ClassVar[str | None] = None
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
-        from ..matrix import ConfigError
-
         where = f"engines.{name}"
         if spec["launch"] not in self.launch_modes:
             raise ConfigError(
@@ -134,8 +133,6 @@ class EngineAdapter:
     ) -> None:
         """Reject drafter kinds this engine lacks; a runnable cell's model drafter needs
         weights (a blocked cell is listed, never run, so it may lack them)."""
-        from ..matrix import ConfigError
-
         if spec["kind"] not in self.drafter_kinds:
             raise ConfigError(
                 f"config key '{where}': drafter '{name}' has kind '{spec['kind']}', which "
@@ -147,15 +144,15 @@ class EngineAdapter:
                 "needs a draft model (drafters.<name>.model)"
             )
 
-    def settings(self, cell) -> dict[str, Any]:
+    def settings(self, cell: Cell) -> dict[str, Any]:
         """The engine's settings for this cell (config settings over adapter defaults)."""
-        return dict(cell.engine_spec.get("settings", {}))
+        return dict(cell.engine_spec["settings"])
 
-    def container_port(self, cell) -> int:
+    def container_port(self, cell: Cell) -> int:
         """The port the server listens on (inside a container, or the preferred host port)."""
         return int(self.settings(cell).get("port") or self.default_port)
 
-    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
+    def server_args(self, cell: Cell, paths: LaunchPaths) -> list[str]:
         """Engine arguments after the program (binary, `python -m ...` or docker image)."""
         raise NotImplementedError
 
@@ -167,7 +164,7 @@ class EngineAdapter:
         """What goes between the image and the engine arguments (empty: the entrypoint)."""
         return []
 
-    def served_model(self, cell, paths: LaunchPaths) -> str | None:
+    def served_model(self, cell: Cell, paths: LaunchPaths) -> str | None:
         """The `model` name requests must carry; None when the server ignores it."""
         return None
 
@@ -195,7 +192,7 @@ class EngineAdapter:
     # `splits_context` and override these; the others give every sequence the whole context.
     splits_context: ClassVar[bool] = False
 
-    def per_slot_context(self, cell) -> int | None:
+    def per_slot_context(self, cell: Cell) -> int | None:
         """Per-request context implied by the config, before the server runs."""
         return None
 
@@ -211,11 +208,11 @@ class EngineAdapter:
         """Tokens the server will see for one prompt, template included."""
         raise NotImplementedError(f"{self.kind} cannot count prompt tokens")
 
-    def sized_settings(self, cell, per_slot_tokens: int) -> dict[str, Any]:
+    def sized_settings(self, cell: Cell, per_slot_tokens: int) -> dict[str, Any]:
         """Settings that give every slot `per_slot_tokens` of context."""
         raise NotImplementedError(f"{self.kind} cannot size its context")
 
-    def tokenizer_only_settings(self, cell) -> dict[str, Any]:
+    def tokenizer_only_settings(self, cell: Cell) -> dict[str, Any]:
         """Settings for a short-lived server that only tokenizes (context sizing)."""
         raise NotImplementedError(f"{self.kind} has no tokenizer-only server")
 
@@ -242,7 +239,7 @@ class HubModelAdapter(EngineAdapter):
     def drafter_args(self, spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
         raise NotImplementedError
 
-    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
+    def server_args(self, cell: Cell, paths: LaunchPaths) -> list[str]:
         settings = {k: v for k, v in self.settings(cell).items() if k != "port"}
         flag = self.model_flag
         if cell.engine_spec["launch"] == "venv" and self.module_model_flag is not None:
@@ -255,5 +252,5 @@ class HubModelAdapter(EngineAdapter):
         args += flag_args(settings, self.setting_order)
         if cell.drafter_spec:
             args += self.drafter_args(cell.drafter_spec, paths)
-        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        args += [str(a) for a in cell.engine_spec["extra_args"]]
         return args

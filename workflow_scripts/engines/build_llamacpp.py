@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cell.server import tail
 from ..exits import describe_exit
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
-from ..server import tail
 from ..terminal import Throttle, say
 from .cpu_isa import CpuIsa
 

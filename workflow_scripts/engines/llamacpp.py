@@ -7,9 +7,10 @@ from typing import Any
 
 import requests
 
-from ..server_auth import auth_headers
-from . import register
+from ..vocabulary import Cell
 from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json
+from .registry import register
+from .server_auth import auth_headers
 
 NGRAM_KINDS = frozenset(
     {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}
@@ -58,7 +59,7 @@ class LlamaCppAdapter(EngineAdapter):
     api_key_env_var = "LLAMA_API_KEY"
     splits_context = True
 
-    def settings(self, cell) -> dict[str, Any]:
+    def settings(self, cell: Cell) -> dict[str, Any]:
         """Engine settings with llama.cpp's defaults: one slot per concurrent request, and
         `/metrics` on (the spec-decode counters live there)."""
         merged: dict[str, Any] = {
@@ -66,16 +67,16 @@ class LlamaCppAdapter(EngineAdapter):
             "cont_batching": True,
             "metrics": True,
         }
-        merged.update(cell.engine_spec.get("settings", {}))
+        merged.update(cell.engine_spec["settings"])
         return merged
 
-    def per_slot_context(self, cell) -> int | None:
+    def per_slot_context(self, cell: Cell) -> int | None:
         settings = self.settings(cell)
         if settings.get("ctx_size") is None:
             return None
         return int(settings["ctx_size"]) // max(1, int(settings["parallel"]))
 
-    def server_args(self, cell, paths: LaunchPaths) -> list[str]:
+    def server_args(self, cell: Cell, paths: LaunchPaths) -> list[str]:
         settings = self.settings(cell)
         args = ["-m", paths.weights]
         handled = set(SPECIAL_SETTINGS)
@@ -96,7 +97,7 @@ class LlamaCppAdapter(EngineAdapter):
         if settings.get("metrics"):
             args.append("--metrics")
         args += ["--host", paths.host, "--port", str(paths.port)]
-        args += [str(a) for a in cell.engine_spec.get("extra_args", [])]
+        args += [str(a) for a in cell.engine_spec["extra_args"]]
         return args
 
     @staticmethod
@@ -121,7 +122,7 @@ class LlamaCppAdapter(EngineAdapter):
         return document.get("build_info") if isinstance(document, dict) else None
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
-        from ..promtext import counters
+        from .promtext import counters
 
         values = counters(text, prefix="llamacpp:")
         per_pos = values.get("spec_decode_num_accepted_tokens_per_pos_total", {})
@@ -171,12 +172,12 @@ class LlamaCppAdapter(EngineAdapter):
         resp.raise_for_status()
         return len(resp.json()["tokens"])
 
-    def sized_settings(self, cell, per_slot_tokens: int) -> dict[str, Any]:
+    def sized_settings(self, cell: Cell, per_slot_tokens: int) -> dict[str, Any]:
         per_slot = -(-per_slot_tokens // CONTEXT_PAD_TOKENS) * CONTEXT_PAD_TOKENS
         parallel = max(1, int(self.settings(cell)["parallel"]))
         return {"ctx_size": per_slot * parallel}
 
-    def tokenizer_only_settings(self, cell) -> dict[str, Any]:
+    def tokenizer_only_settings(self, cell: Cell) -> dict[str, Any]:
         """One small slot, nothing on the GPU, no warmup or repacking: the model file is
         mapped, not read, so even a 12B GGUF answers `/tokenize` within seconds."""
         return {

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from ..compact import first_line
+from ..outputs.compact import first_line
 from ..terminal import say
 from . import adapter_for
 from .build_llamacpp import (

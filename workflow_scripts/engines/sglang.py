@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import register
+from ..vocabulary import Cell
 from .base import HubModelAdapter, LaunchPaths, SpecCounters, flag_args
+from .registry import register
 
 # drafter kind -> `--speculative-algorithm`
 ALGORITHMS = {
@@ -87,7 +88,7 @@ class SglangAdapter(HubModelAdapter):
         """SGLang images have no server entrypoint: the command names the module."""
         return ["python3", "-m", self.server_module]
 
-    def served_model(self, cell, paths: LaunchPaths) -> str | None:
+    def served_model(self, cell: Cell, paths: LaunchPaths) -> str | None:
         return self.settings(cell).get("served_model_name") or self.model_ref(paths)
 
     def parse_version(self, document: Any) -> str | None:

@@ -21,9 +21,9 @@ from typing import Any
 
 import requests
 
+from ..cell.server import ServerError, ServerProcess, reserve_port, running, tail, wait_ready
 from ..paths import cache_dir
-from ..server import ServerError, ServerProcess, reserve_port, running, tail, wait_ready
-from ..synthetic import LlamaShape, Tokenizer, build_gguf
+from ..weights.synthetic import LlamaShape, Tokenizer, build_gguf
 
 # Every matrix of the tiny model gets one of these, in turn: the storage types the common GGUF
 # quants (Q4_0 ... Q8_0, Q2_K ... Q6_K, F16/BF16) are made of.

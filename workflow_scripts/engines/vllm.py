@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import register
+from ..vocabulary import Cell
 from .base import HubModelAdapter, LaunchPaths, SpecCounters
+from .registry import register
 
 # drafter kind -> vLLM `speculative_config.method`
 METHODS = {
@@ -73,7 +74,7 @@ class VllmAdapter(HubModelAdapter):
             config[key] = spec["settings"][key]
         return config
 
-    def served_model(self, cell, paths: LaunchPaths) -> str | None:
+    def served_model(self, cell: Cell, paths: LaunchPaths) -> str | None:
         name = self.settings(cell).get("served_model_name")
         if isinstance(name, list):
             name = name[0] if name else None
@@ -84,7 +85,7 @@ class VllmAdapter(HubModelAdapter):
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
         """vLLM labels every sample (model_name, engine index): sum over them, keep position."""
-        from ..promtext import counters
+        from .promtext import counters
 
         values = counters(text, prefix="vllm:")
 

@@ -1,9 +1,9 @@
 import json
 import traceback
 
+from workflow_scripts.cell.failures import write_failed_stamp
 from workflow_scripts.engines.provision import provision_to
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.failures import write_failed_stamp
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):

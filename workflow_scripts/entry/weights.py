@@ -2,9 +2,9 @@ import json
 import os
 import traceback
 
+from workflow_scripts.cell.failures import write_failed_stamp
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.failures import write_failed_stamp
-from workflow_scripts.weights import StepInputs, fetch_weights
+from workflow_scripts.weights.fetch import StepInputs, fetch_weights
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 # Progress bars would fill the log with carriage returns; the hub module logs a line per fetch.

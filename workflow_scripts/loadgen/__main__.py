@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_open, write_json
-from ..machine_use import UseSnapshot, client_use, take_snapshot
+from ..cell.machine_use import UseSnapshot, client_use, take_snapshot
+from ..vocabulary import Status
 from .client import LoadResult, LoadSpec, run_load
 from .datasets import Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics
@@ -125,7 +126,7 @@ def summary(
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap, slo=slo or None)
     done = metrics["completed"] > 0
     return {
-        "status": "done" if done else "failed",
+        "status": Status.DONE if done else Status.FAILED,
         "reason": None if done else f"no request completed ({metrics['errors_by_reason']})",
         "base_url": args.base_url,
         "model": spec.model,
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         f" -> {args.out}",
         file=sys.stderr,
     )
-    return 0 if result["status"] == "done" else 1
+    return 0 if result["status"] == Status.DONE else 1
 
 
 if __name__ == "__main__":

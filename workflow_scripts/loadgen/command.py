@@ -19,22 +19,36 @@ CLIENT_SETTINGS = (
     "warmup_requests",
     "request_timeout_s",
 )
-DATASET_FLAGS = (("path", "--dataset-path"), ("input_len", "--input-len"),
-                 ("shuffle_seed", "--shuffle-seed"))
+DATASET_FLAGS = (
+    ("path", "--dataset-path"),
+    ("input_len", "--input-len"),
+    ("shuffle_seed", "--shuffle-seed"),
+)
 
 
 def _value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def client_argv(workload: Mapping[str, Any], base_url: str, out_dir: str,
-                model: str | None = None,
-                extra_body: Mapping[str, Any] | None = None) -> list[str]:
+def client_argv(
+    workload: Mapping[str, Any],
+    base_url: str,
+    out_dir: str,
+    model: str | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+) -> list[str]:
     """`python -m workflow_scripts.loadgen ...` for `workload` (a workload mapping of a config);
     `extra_body`: fields every request adds (what the cell's engine asks for)."""
     dataset = workload.get("dataset") or {}
-    argv = ["python", "-m", "workflow_scripts.loadgen", "--base-url", base_url,
-            "--dataset", str(dataset.get("kind", "sharegpt"))]
+    argv = [
+        "python",
+        "-m",
+        "workflow_scripts.loadgen",
+        "--base-url",
+        base_url,
+        "--dataset",
+        str(dataset.get("kind", "sharegpt")),
+    ]
     for key, flag in DATASET_FLAGS:
         if dataset.get(key) is not None:
             argv += [flag, _value(dataset[key])]
@@ -50,6 +64,8 @@ def client_argv(workload: Mapping[str, Any], base_url: str, out_dir: str,
     if model:
         argv += ["--model", model]
     if extra_body:
-        argv += ["--extra-body", json.dumps(dict(extra_body), sort_keys=True,
-                                            separators=(",", ":"))]
+        argv += [
+            "--extra-body",
+            json.dumps(dict(extra_body), sort_keys=True, separators=(",", ":")),
+        ]
     return [*argv, "--out", out_dir]

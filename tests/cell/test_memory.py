@@ -1,0 +1,198 @@
+"""Memory telemetry: delta/phase arithmetic on recorded samples, and the sampler and watchdog
+against a real child process that allocates a known amount."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from workflow_scripts.cell.memory import (
+    MemorySample,
+    MemorySampler,
+    read_mem_available_kib,
+    summarize_memory,
+)
+
+MIB = 1024  # KiB
+
+
+def sample(t, phase, avail_mib, rss_mib=None, gpu_mib=None):
+    return MemorySample(
+        t, phase, avail_mib * MIB, None if rss_mib is None else rss_mib * MIB, gpu_mib
+    )
+
+
+def test_deltas_per_phase_against_the_median_baseline():
+    samples = [
+        sample(0.0, "baseline", 10_000),
+        sample(0.5, "baseline", 10_100),
+        sample(1.0, "baseline", 9_900),  # median 10,000 MiB
+        sample(1.5, "load", 9_000, 900),
+        sample(2.0, "load", 8_976, 1000),
+        sample(2.5, "warmup", 8_900, 1100),
+        sample(3.0, "bench", 8_000, 2000),
+        sample(3.5, "bench", 8_500, 1500),
+        sample(4.0, "teardown", 9_950),
+    ]
+    mem = summarize_memory(samples, interval_s=0.5)
+    gib = 1024  # MiB
+    assert mem["baseline_available_gib"] == pytest.approx(10_000 / gib)
+    assert mem["load_peak_delta_gib"] == pytest.approx(1_024 / gib)
+    assert mem["warmup_peak_delta_gib"] == pytest.approx(1_100 / gib)
+    assert mem["bench_peak_delta_gib"] == pytest.approx(2_000 / gib)
+    assert mem["peak_delta_gib"] == pytest.approx(2_000 / gib)
+    assert mem["server_rss_peak_gib"] == pytest.approx(2_000 / gib)
+    assert mem["gpu_used_peak_gib"] is None
+    assert mem["baseline_spread_gib"] == pytest.approx(200 / gib)
+    assert mem["baseline_quiet"] is True
+
+
+def test_a_moving_baseline_is_flagged_and_no_baseline_gives_nulls():
+    moving = [sample(0, "baseline", 10_000), sample(1, "baseline", 9_000), sample(2, "load", 8_000)]
+    assert summarize_memory(moving, 1.0)["baseline_quiet"] is False
+    empty = summarize_memory([sample(0, "load", 5)], 1.0)
+    assert empty["peak_delta_gib"] is None and empty["baseline_available_gib"] is None
+
+
+def test_gpu_peak_is_reported_in_gib():
+    samples = [sample(0, "baseline", 100), sample(1, "bench", 90, gpu_mib=81_920.0)]
+    assert summarize_memory(samples, 1.0)["gpu_used_peak_gib"] == pytest.approx(80.0)
+
+
+def test_reads_mem_available_from_the_kernel(tmp_path):
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal: 100 kB\nMemFree: 10 kB\nMemAvailable:   4242 kB\n")
+    assert read_mem_available_kib(str(fake)) == 4242
+    assert read_mem_available_kib() > 0
+
+
+def allocate(mib: int) -> str:
+    """A child program that touches every page of `mib` MiB (bytes of ones), then waits."""
+    return (
+        f"import time\nblock = b'\\x01' * ({mib} * 2**20)\n"
+        "print('allocated', flush=True)\ntime.sleep(60)\n"
+    )
+
+
+def _start_allocator() -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", allocate(512)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "allocated"
+    return proc
+
+
+def _meminfo_mib(*keys: str) -> dict[str, float]:
+    values = {}
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            name, rest = line.split(":", 1)
+            if name in keys:
+                values[name] = int(rest.split()[0]) / 1024
+    return values
+
+
+def _measure_allocation() -> tuple[dict, list[MemorySample], float]:
+    """Sample a 512 MiB child from before its start to after its end. Returns the summary, the
+    samples, and the memory that came from outside while the child held its own (MiB): the
+    rise of anonymous pages minus the fall of free pages, ~0 on a machine that owns its RAM.
+    The kernel folds its counters every vm.stat_interval (1 s): the child holds 2.5 s."""
+    sampler = MemorySampler(interval_s=0.1)
+    sampler.take_baseline(5)
+    sampler.start()
+    before = _meminfo_mib("MemFree", "AnonPages")
+    sampler.set_phase("load")
+    proc = _start_allocator()
+    try:
+        sampler.server_pid = proc.pid
+        time.sleep(2.5)
+        during = _meminfo_mib("MemFree", "AnonPages")
+    finally:
+        proc.kill()
+        proc.wait()
+        sampler.set_phase("teardown")
+        sampler.stop()
+    mem = summarize_memory(sampler.samples, sampler.interval_s)
+    from_outside = (during["AnonPages"] - before["AnonPages"]) - (
+        before["MemFree"] - during["MemFree"]
+    )
+    return mem, sampler.samples, from_outside
+
+
+def test_sampler_sees_a_known_allocation():
+    """512 MiB in a child: RSS (process-local) within 5 %, always. MemAvailable is machine-wide,
+    and on a VM whose host balloons memory it moves by itself (seen here: free memory rising by
+    hundreds of MiB while a 512 MiB allocation was made, so the allocation was invisible in
+    MemAvailable); so its delta is checked, within 25 %, on a try where less than 64 MiB came
+    from outside the guest's own accounting. Up to 5 tries."""
+    seen = []
+    for _ in range(5):
+        mem, samples, from_outside = _measure_allocation()
+        assert mem["server_rss_peak_gib"] * 1024 == pytest.approx(512, rel=0.05)
+        gaps = [b.t - a.t for a, b in zip(samples, samples[1:], strict=False)]
+        assert max(gaps) < 0.1 * 10  # never a long hole in the series
+        seen.append(round(from_outside))
+        if abs(from_outside) < 64 and mem["baseline_quiet"]:
+            assert mem["load_peak_delta_gib"] * 1024 == pytest.approx(512, rel=0.25)
+            return
+    pytest.skip(
+        f"memory came from outside the guest on every try (MiB: {seen}): this "
+        "machine's memory is ballooned by its host; RSS was checked"
+    )
+
+
+def test_watchdog_kills_the_process_below_the_floor():
+    """A child holding 512 MiB; the floor is set above what is available, so the first sample
+    crosses it: the watchdog kills the child at once and records the sample that tripped."""
+    proc = _start_allocator()
+    try:
+        floor_kib = read_mem_available_kib() + 256 * MIB
+        sampler = MemorySampler(
+            interval_s=0.05, floor_kib=floor_kib, on_floor=lambda _sample: proc.kill()
+        )
+        sampler.server_pid = proc.pid
+        sampler.start()
+        proc.wait(timeout=10)  # returns only once the watchdog killed it
+        sampler.stop()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert sampler.tripped is not None
+    assert sampler.tripped.mem_available_kib < floor_kib
+    assert sampler.tripped.server_rss_kib >= 500 * MIB
+    assert proc.returncode == -9
+    assert not psutil.pid_exists(proc.pid) or psutil.Process(proc.pid).status() == "zombie"
+
+
+@pytest.mark.slow
+def test_a_cell_below_its_memory_floor_fails_and_leaves_no_server(tmp_path):
+    """The real pipeline path: a floor above all the machine's memory trips as soon as the
+    server starts; the server is killed, the cell is `failed` with reason `memory watchdog`,
+    and what was measured (memory samples) is kept."""
+    from tests.support.pipeline import tiny_config
+    from workflow_scripts.cell.run import CellInputs, run_cell
+    from workflow_scripts.config.matrix import build_cells, validate_config
+    from workflow_scripts.engines.provision import provision
+    from workflow_scripts.weights.fetch import fetch_weights
+
+    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
+    config["memory"]["floor_gib"] = 100_000
+    (cell,) = build_cells(validate_config(config))
+    manifest = fetch_weights(cell.weights, tmp_path / "weights.json")
+    result = run_cell(
+        CellInputs(cell, tmp_path / "cell", provision(cell.engine, cell.engine_spec), manifest)
+    )
+    assert result["status"] == "failed"
+    assert result["reason"].startswith("ServerError: memory watchdog")
+    assert result["mem"]["samples"] > 0
+    rows = (tmp_path / "cell" / "memory.csv").read_text().splitlines()
+    assert len(rows) > 1
+    launched = result["server_command"]
+    assert launched[0].endswith("llama-server")
+    survivors = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == launched]
+    assert not survivors

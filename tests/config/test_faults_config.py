@@ -1,0 +1,148 @@
+"""Malformed configs beyond tests/config/test_matrix.py's 26 (which cover unknown engine kinds,
+missing models, bad types, negative concurrency, a drafter the engine lacks, duplicate cell ids,
+...): each is rejected before anything runs, naming the key path. Secrets written into a config are
+refused too, and the refusal writes the secret nowhere."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from fixtures.faults.pipeline import files_holding
+
+from tests.support.config import default_config, setter
+from tests.support.pipeline import run_snakemake, write_config
+from workflow_scripts.config.matrix import (
+    ConfigError,
+    build_cells,
+    load_config_file,
+    validate_config,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+ENGINE = ["engines", "llamacpp-cpu"]
+WORKLOAD = ["workloads", "c4"]
+EXPLICIT = {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "c4"}
+SGLANG = {
+    "kind": "sglang",
+    "launch": "native",
+    "binary": "python3 -m sglang.launch_server",
+    "api_key_env": "BENCH_API_KEY",
+}
+
+MUTATIONS = [
+    (
+        "api_key_env not a variable name",
+        setter(ENGINE + ["api_key_env"], "$BENCH KEY"),
+        "engines.llamacpp-cpu.api_key_env",
+    ),
+    (
+        "workload api_key_env not a variable name",
+        setter(WORKLOAD + ["api_key_env"], "a-b"),
+        "workloads.c4.api_key_env",
+    ),
+    (
+        "api_key_env for an engine that takes keys only on argv",
+        lambda c: c["engines"].update({"sg": SGLANG}),
+        "engines.sg.api_key_env",
+    ),
+    (
+        "a key in the engine's env",
+        setter(ENGINE + ["env"], {"LLAMA_API_KEY": "sk-123"}),
+        "engines.llamacpp-cpu.env.LLAMA_API_KEY",
+    ),
+    (
+        "a hub token in the engine's env",
+        setter(ENGINE + ["env"], {"HF_TOKEN": "hf_x"}),
+        "engines.llamacpp-cpu.env.HF_TOKEN",
+    ),
+    (
+        "a key on the command line",
+        setter(ENGINE + ["extra_args"], ["-v", "--api-key", "k"]),
+        "engines.llamacpp-cpu.extra_args[1]",
+    ),
+    ("fractional concurrency", setter(WORKLOAD + ["concurrency"], 2.5), "workloads.c4.concurrency"),
+    ("boolean concurrency", setter(WORKLOAD + ["concurrency"], True), "workloads.c4.concurrency"),
+    ("negative grace", setter(WORKLOAD + ["grace_s"], -1), "workloads.c4.grace_s"),
+    ("zero request rate", setter(WORKLOAD + ["request_rate"], 0), "workloads.c4.request_rate"),
+    (
+        "dataset without kind",
+        setter(WORKLOAD + ["dataset"], {"path": "p.jsonl"}),
+        "workloads.c4.dataset",
+    ),
+    ("zero readiness timeout", setter(["ready_timeout_s"], 0), "ready_timeout_s"),
+    ("host not a string", setter(["host"], 8080), "host"),
+    ("unknown context guard", setter(["context_guard"], "truncate"), "context_guard"),
+    ("zero sampling interval", setter(["memory"], {"interval_s": 0}), "memory.interval_s"),
+    (
+        "port out of range",
+        setter(ENGINE + ["settings", "port"], 70000),
+        "engines.llamacpp-cpu.settings.port",
+    ),
+    ("model without quants", lambda c: c["models"].update({"x": {"family": "X"}}), "models.x"),
+    (
+        "hub weights without revision",
+        lambda c: c["models"].update(
+            {"x": {"quants": {"q": {"weights": {"source": "hf", "repo": "o/r"}}}}}
+        ),
+        "models.x.quants.q.weights",
+    ),
+    (
+        "drafter of an unknown model",
+        lambda c: c["drafters"].update({"mtp": {"kind": "draft-mtp", "model": "nope"}}),
+        "drafters.mtp.model",
+    ),
+    (
+        "explicit cell with an unknown engine",
+        lambda c: c["cells"].append({**EXPLICIT, "engine": "vllm-gpu"}),
+        "cells[3].engine",
+    ),
+    (
+        "explicit cell with an unknown workload",
+        lambda c: c["cells"].append({**EXPLICIT, "workload": "c64"}),
+        "cells[3].workload",
+    ),
+    (
+        "explicit cell with an unknown drafter",
+        lambda c: c["cells"].append({**EXPLICIT, "drafter": "eagle3"}),
+        "cells[3].drafter",
+    ),
+    (
+        "a cell both explicit and a matrix",
+        lambda c: c["cells"][0].update({"model": "smollm2-135m"}),
+        "cells[0]",
+    ),
+    ("cells not a list", setter(["cells"], {"model": "smollm2-135m"}), "cells"),
+]
+
+
+@pytest.mark.parametrize("description,mutate,key", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_malformed_config_is_rejected_naming_the_key(description, mutate, key):
+    config = copy.deepcopy(default_config())
+    mutate(config)
+    with pytest.raises(ConfigError) as error:
+        build_cells(validate_config(config))
+    assert f"'{key}'" in str(error.value), str(error.value)
+
+
+def test_a_config_that_is_not_yaml_is_named(tmp_path):
+    path = tmp_path / "matrix.yaml"
+    path.write_text("models: {gemma: [unclosed\n")
+    with pytest.raises(ConfigError, match="matrix.yaml: not valid YAML"):
+        load_config_file(path)
+
+
+def test_a_secret_in_the_config_stops_snakemake_before_anything_and_is_written_nowhere(tmp_path):
+    secret = "sk-config-secret-91f0c2"
+    config = default_config()
+    config["engines"]["llamacpp-cpu"]["env"] = {"LLAMA_API_KEY": secret}
+    write_config(tmp_path, config)
+    proc = run_snakemake(tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "engines.llamacpp-cpu.env.LLAMA_API_KEY" in proc.stdout + proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+    assert files_holding(tmp_path, secret.encode()) == [str(tmp_path / "matrix.yaml")]

@@ -1,0 +1,327 @@
+"""Launch a server in its own process group, wait until it is ready while checking it is alive,
+and tear the whole group down on success, failure, Ctrl-C and SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import requests
+
+from ..engines.server_auth import auth_headers
+from ..exits import describe_exit
+
+PR_SET_PDEATHSIG = 1
+CONTAINER_CHECK_INTERVAL_S = 1.0
+DOCKER_RUN_TIMEOUT_S = 600.0  # `docker run -d` may still be creating the container
+
+
+class ServerError(RuntimeError):
+    """The server died, never became ready, or could not be started."""
+
+
+def _die_with_parent() -> None:
+    """In the child: be killed if the process that started us dies (even by SIGKILL)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now; the kernel picks it, so parallel cells do not collide."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+        try:
+            sock.bind((host or "0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class PortLease:
+    """A port held for one cell: a lock file keeps our other cells off it while the server
+    binds, and the lock dies with the process, however it ends."""
+
+    port: int
+    lock: IO | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+    def __enter__(self) -> PortLease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def _port_lock_dir() -> Path:
+    """Node-local (ports belong to one machine, and flock is unreliable on shared filesystems):
+    $XDG_RUNTIME_DIR, else the system temp dir, per user."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = Path(base) / f"llmbench-ports-{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def reserve_port(host: str = "127.0.0.1", preferred: int | None = None) -> PortLease:
+    """The engine's usual port when it is free (so the command is the one users know), else
+    one the kernel picks; never one another of our cells holds."""
+    candidates = ([preferred] if preferred else []) + [None] * 20
+    for candidate in candidates:
+        port = candidate or free_port(host)
+        lock = open(_port_lock_dir() / f"{port}.lock", "w")  # noqa: SIM115 - held on purpose
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        if _bindable(host, port):
+            return PortLease(port, lock)
+        lock.close()
+    raise ServerError(f"no free port on {host}")
+
+
+def tail(path: str | Path, lines: int = 20) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class ServerProcess:
+    """A server in its own process group; for a container, also its name-based stop and
+    liveness commands (the docker client can outlive, or die before, the container)."""
+
+    argv: list[str]
+    log_path: Path
+    env: dict[str, str] | None = field(default=None, repr=False)  # may hold the API key
+    stop_argv: list[str] | None = None  # e.g. `docker rm -f NAME` for a container
+    alive_argv: list[str] | None = None  # e.g. `docker inspect -f {{.State.Running}} NAME`
+    follow_argv: list[str] | None = None  # detached container: `docker logs -f NAME`
+    proc: subprocess.Popen | None = None
+    _checked_at: float = field(default=0.0, repr=False)
+    _seen_running: bool = field(default=False, repr=False)
+    _container_note: str = field(default="", repr=False)
+
+    @classmethod
+    def for_command(cls, command, log_path: Path) -> ServerProcess:
+        """From a `launch.ServerCommand`."""
+        return cls(
+            list(command.argv),
+            Path(log_path),
+            env=command.env,
+            stop_argv=command.stop_argv,
+            alive_argv=command.alive_argv,
+            follow_argv=command.follow_argv,
+        )
+
+    def _run_quiet(self, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.stop_argv:
+            self._run_quiet(self.stop_argv, 60)  # a container left by a killed run, same name
+        argv = self.argv
+        if self.follow_argv:
+            self._start_detached()
+            argv = self.follow_argv
+        with open(self.log_path, "ab") as log:
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                    env={**os.environ, **(self.env or {})},
+                )
+            except OSError as exc:
+                raise ServerError(f"could not start {argv[0]}: {exc}") from exc
+
+    def _start_detached(self) -> None:
+        """`docker run -d`: wait for it to create the container; its output goes to the log."""
+        try:
+            done = subprocess.run(
+                self.argv,
+                capture_output=True,
+                text=True,
+                timeout=DOCKER_RUN_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})},
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ServerError(f"could not start {self.argv[0]}: {exc}") from exc
+        with open(self.log_path, "a") as log:
+            log.write(done.stdout + done.stderr)
+        if done.returncode != 0:
+            raise ServerError(
+                f"{' '.join(self.argv[:2])} {describe_exit(done.returncode)}; last log lines:\n"
+                f"{tail(self.log_path)}"
+            )
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        """The process runs and, for a container, docker says it is running (checked at most
+        once a second; a hung or exited container fails here, not at the readiness timeout)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        if not self.alive_argv:
+            return True
+        now = time.monotonic()
+        if now - self._checked_at < CONTAINER_CHECK_INTERVAL_S:
+            return True
+        self._checked_at = now
+        done = self._run_quiet(self.alive_argv, 30)
+        if done is None:
+            return True  # docker itself did not answer in time: no verdict on the container
+        if done.returncode == 0 and done.stdout.strip() == "true":
+            self._seen_running = True
+            return True
+        self._container_note = (done.stdout + done.stderr).strip()[:200]
+        # An attached `docker run` may still be creating the container: until it has been seen
+        # running, the live client is the verdict (it exits if the container cannot start).
+        return not (self._seen_running or self.follow_argv)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM the group, then SIGKILL what is left; idempotent."""
+        if self.stop_argv:
+            with contextlib.suppress(Exception):
+                subprocess.run(self.stop_argv, capture_output=True, timeout=timeout_s)
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout_s)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout_s)
+
+    def died_message(self, when: str = "before it was ready") -> str:
+        if self.proc is not None and self.follow_argv:
+            # the log follower ends once it has copied the stopped container's last lines
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        code = self.proc.poll() if self.proc else None
+        what = f"server {describe_exit(code)}"
+        if self.alive_argv and (code is None or self.follow_argv):
+            # the client (or the log follower) says little: the container's state says more
+            what = f"container is not running ({self._container_note or 'state unknown'})"
+        return f"{what} {when}; last log lines:\n{tail(self.log_path)}"
+
+
+def wait_ready(
+    server: ServerProcess,
+    base_url: str,
+    health_path: str,
+    timeout_s: float,
+    probe_body: dict | None = None,
+    headers: dict | None = None,
+) -> float:
+    """Poll `health_path` until 200, then send one tiny completion; fail fast if the process
+    dies; give up after `timeout_s` (a server that listens but never answers is caught here)."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    session = requests.Session()
+    session.headers.update(auth_headers() if headers is None else headers)
+    healthy = False
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise ServerError(server.died_message())
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            if not healthy:
+                resp = session.get(base_url + health_path, timeout=min(5.0, remaining))
+                healthy = resp.status_code == 200
+                last = f"{health_path} answered {resp.status_code}"
+            if healthy:
+                if probe_body is None:
+                    return time.monotonic() - start
+                resp = session.post(
+                    base_url + "/v1/chat/completions",
+                    json=probe_body,
+                    timeout=min(30.0, remaining),
+                )
+                if resp.status_code == 200:
+                    return time.monotonic() - start
+                last = f"probe completion answered {resp.status_code}: {resp.text[:200]}"
+        except requests.RequestException as exc:
+            last = f"{type(exc).__name__}"
+        time.sleep(0.25)
+    raise ServerError(
+        f"server not ready after {timeout_s:.0f} s ({last}); last log lines:\n"
+        f"{tail(server.log_path)}"
+    )
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread on SIGTERM so `finally` blocks run."""
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM (and SIGHUP) into an exception for the duration, so teardown runs."""
+
+    fired = False
+
+    def handler(signum, frame):
+        nonlocal fired
+        if fired:
+            return  # teardown is under way: a second signal (forwarded, repeated) must not cut it
+        fired = True
+        raise _Terminated(f"signal {signum}")
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+@contextlib.contextmanager
+def running(server: ServerProcess) -> Iterator[ServerProcess]:
+    """Start the server; whatever happens inside, tear its process group down."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

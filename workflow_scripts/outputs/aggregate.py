@@ -1,0 +1,113 @@
+"""The bodies of the summary rules (`aggregate`, the summary figure rules, `overview`): read the
+rule's inputs, call the tables, spec gain and plots, write the rule's outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from ..atomic import write_text
+from ..config.matrix import repeat_of
+from .repeats import collapse_repeats
+from .report_html import overview_fragment, write_tables_html
+from .spec_gain import spec_gain_table
+from .tables import index_table, merge_with_cells, summary_table
+from .writers import INDEX_INTRO, load_metrics, load_records, write_tables
+
+
+def aggregate_from_snakemake(sm) -> None:
+    cells = json.loads(sm.params.cells)
+    all_metrics = load_metrics(sm.input.metrics)
+    records = load_records(sm.input.requests)
+    summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
+    _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
+    write_tables_html(
+        sm.output.summary_html,
+        "Summary",
+        [
+            ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
+            ("The columns a reader compares", compact, compact.attrs["intro"]),
+        ],
+    )
+    write_tables_html(
+        sm.output.spec_gain_html,
+        "Speculative decoding",
+        [
+            (
+                "Each drafter cell beside its base",
+                spec_gain,
+                "",
+            )
+        ],
+    )
+
+
+FIGURE_TITLES = {
+    "decode_tok_s": "Decode tok/s per cell",
+    "latency": "TTFT and TPOT per cell",
+    "peak_memory": "Peak memory per cell",
+    "spec_gain": "Speculative decoding: base vs drafter",
+    "throughput_vs_concurrency": "Decode tok/s vs concurrency",
+    "measured_vs_reference": "Measured vs published reference",
+}
+
+
+def _figure_builders():
+    from . import plots  # matplotlib: only the figure rules pay its import
+
+    return {
+        "decode_plot": lambda d: plots.decode_throughput_figure(d["summary"]),
+        "latency_plot": lambda d: plots.latency_boxes_figure(d["latency_samples"]()),
+        "memory_plot": lambda d: plots.peak_memory_figure(d["summary"]),
+        "spec_gain_plot": lambda d: plots.spec_gain_figure(d["spec_gain"]),
+        "concurrency_plot": lambda d: plots.throughput_vs_concurrency_figure(d["summary"]),
+        "reference_plot": lambda d: plots.measured_vs_reference_figure(d["summary"]),
+    }
+
+
+def pooled_repeats(samples: Mapping[str, Mapping[str, list[float]]]) -> dict[str, dict]:
+    """Per-cell latency samples with a cell's repeats pooled under the cell's id: one box per
+    cell, as one row per cell in the tables."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for cell, values in samples.items():
+        pooled = out.setdefault(repeat_of(cell)[0], {key: [] for key in values})
+        for key, items in values.items():
+            pooled.setdefault(key, []).extend(items)
+    return {cell: {k: sorted(v) for k, v in values.items()} for cell, values in out.items()}
+
+
+def figures_from_snakemake(sm) -> None:
+    """Draw every summary figure the rule names among its outputs (PNG + SVG)."""
+    from .plots import save_figure
+    from .plots_cell import latency_samples_ms, read_requests
+
+    requests = sm.input.get("requests") or []  # figures of metrics alone take none
+    all_metrics, cells, records = collapse_repeats(
+        load_metrics(sm.input.metrics),
+        json.loads(sm.params.cells),
+        load_records([requests] if isinstance(requests, str) else requests),
+    )
+    all_metrics = merge_with_cells(all_metrics, cells)
+    data = {
+        "summary": summary_table(all_metrics, cells, records),
+        "spec_gain": spec_gain_table(all_metrics, records),
+        "latency_samples": lambda: pooled_repeats(
+            {Path(path).parent.name: latency_samples_ms(read_requests(path)) for path in requests}
+        ),
+    }
+    for key, build in _figure_builders().items():
+        path = sm.output.get(key)  # the rule's named outputs say which figures it draws
+        if path is not None:
+            save_figure(build(data), path)
+
+
+def overview_from_snakemake(sm) -> None:
+    """The report's front page: the index table and every summary figure, embedded."""
+    index = pd.read_csv(sm.input.index, dtype=str, keep_default_na=False)
+    figures = [
+        (FIGURE_TITLES.get(Path(path).stem, Path(path).stem), path) for path in sm.input.figures
+    ]
+    write_text(sm.output.overview, overview_fragment(index, figures, [INDEX_INTRO]))

@@ -1,0 +1,194 @@
+"""A cell's summary row, and the compact view of it: the dozen columns a reader compares, as
+text. summary.md, the HTML summary and the table a run ends with all show this one view;
+summary.csv keeps every column. Stdlib only: the Snakefile imports it when it is parsed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..vocabulary import Status
+
+NOT_RUN = "not run"
+REF_PREFIX = "ref_"
+PUBLISHED = " (published)"
+REASON_CHARS = 100
+
+
+def first_line(text: str | None, limit: int = 300) -> str:
+    return text.strip().splitlines()[0][:limit] if text and text.strip() else ""
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, marked where it was cut."""
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def number_text(value: Any, digits: int = 2) -> str:
+    if is_missing(value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def median_of(metrics: Mapping[str, Any], key: str) -> float | None:
+    value = metrics.get(key)
+    return value.get("median") if isinstance(value, dict) else None
+
+
+def summary_row(
+    metrics: Mapping[str, Any], reference: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One cell's summary.csv row from its metrics.json (and its published figures)."""
+    mem = metrics.get("mem") or {}
+    spec = metrics.get("spec") or {}
+    row = {
+        "cell": metrics["cell"],
+        "model": metrics.get("model"),
+        "engine": metrics.get("engine"),
+        "quant": metrics.get("quant"),
+        "drafter": metrics.get("drafter"),
+        "workload": metrics.get("workload"),
+        "concurrency": metrics.get("concurrency"),
+        "num_prompts": metrics.get("num_prompts"),
+        "status": metrics.get("status"),
+        "completed": metrics.get("completed"),
+        "errors": metrics.get("errors"),
+        "incomplete": metrics.get("incomplete"),
+        "prefill_tok_s": metrics.get("prefill_tok_s"),
+        "decode_tok_s": metrics.get("decode_tok_s"),
+        "req_per_s": metrics.get("req_per_s"),
+        "ttft_median_ms": median_of(metrics, "ttft_ms"),
+        "tpot_median_ms": median_of(metrics, "tpot_ms"),
+        "itl_median_ms": median_of(metrics, "itl_ms"),
+        "e2el_median_ms": median_of(metrics, "e2el_ms"),
+        "peak_mem_gib": mem.get("peak_delta_gib"),
+        "acceptance_rate": spec.get("acceptance_rate"),
+        "acceptance_length": spec.get("mean_acceptance_length"),
+        "hit_time_cap": metrics.get("hit_time_cap"),
+        "duration_s": metrics.get("duration_s"),
+        "synthetic": bool(metrics.get("synthetic")),
+        "reason": first_line(metrics.get("reason")),
+        "build_variant": (metrics.get("engine_info") or {}).get("variant"),
+    }
+    for key, value in (reference or {}).items():
+        row[REF_PREFIX + key] = value
+    return row
+
+
+def completed_text(row: Mapping[str, Any]) -> str:
+    """`6/6`, with errors, incomplete requests and the time cap when there were any."""
+    completed, total = row.get("completed"), row.get("num_prompts")
+    if is_missing(completed):
+        return ""
+    text = f"{int(completed)}/{int(total)}" if not is_missing(total) else f"{int(completed)}"
+    if not is_missing(row.get("errors")) and row["errors"]:
+        text += f", {int(row['errors'])} errors"
+    if not is_missing(row.get("incomplete")) and row["incomplete"]:
+        text += f", {int(row['incomplete'])} incomplete"
+    if row.get("hit_time_cap") is True:
+        text += ", hit the time cap"
+    return text
+
+
+@dataclass(frozen=True)
+class Column:
+    """A compact column: its header, the summary row key it shows, the reference keys a
+    published figure for it may sit under, and the decimals it keeps."""
+
+    header: str
+    key: str
+    published: tuple[str, ...] = ()
+    digits: int = 2
+
+
+COMPACT_COLUMNS = [
+    Column("cell", "cell"),
+    Column("status", "status"),
+    Column("completed", "completed", ("completed",)),
+    Column("decode_tok_s", "decode_tok_s", ("decode_tok_s",)),
+    Column("prefill_tok_s", "prefill_tok_s", ("prefill_tok_s",)),
+    Column("ttft_median_ms", "ttft_median_ms", ("ttft_median_ms",), 1),
+    Column("tpot_median_ms", "tpot_median_ms", ("tpot_median_ms",), 1),
+    Column("peak_mem_gib", "peak_mem_gib", ("peak_mem_gib",)),
+    Column("acceptance_rate", "acceptance_rate", ("acceptance_rate",), 3),
+    Column(
+        "acceptance_length",
+        "acceptance_length",
+        ("acceptance_length", "mean_acceptance_length"),
+    ),
+    Column("reason", "reason"),
+]
+
+
+# Shown before `reason` when some row has an interval: where its `± half-width` comes from.
+INTERVAL_COLUMN = Column("interval", "interval_source")
+
+
+def interval_text(row: Mapping[str, Any]) -> str:
+    """`bootstrap, 40 requests` or `3 repeats`: what a row's `±` was computed from."""
+    source, n = row.get("interval_source"), row.get("interval_n")
+    if is_missing(source) or not source:
+        return ""
+    if is_missing(n):
+        return str(source)
+    return f"{int(n)} repeats" if source == "repeats" else f"{source}, {int(n)} requests"
+
+
+def with_interval(row: Mapping[str, Any], key: str, digits: int) -> str:
+    """`value ± half-width` when the row has the figure's 95 % interval (`<key>_lo/_hi`)."""
+    value, lo, hi = row.get(key), row.get(f"{key}_lo"), row.get(f"{key}_hi")
+    text = number_text(value, digits)
+    if not text or is_missing(lo) or is_missing(hi):
+        return text
+    return f"{text} ± {number_text((hi - lo) / 2, digits)}"
+
+
+def _published(row: Mapping[str, Any], column: Column) -> Any:
+    values = (row.get(REF_PREFIX + key) for key in column.published)
+    return next((value for value in values if not is_missing(value)), None)
+
+
+def _measured(row: Mapping[str, Any], column: Column) -> str:
+    done = row.get("status") == Status.DONE
+    if column.key == "completed":
+        return completed_text(row)
+    if column.key == "reason":  # why a cell did not finish, on one line
+        return "" if done else clip(first_line(row.get("reason")), REASON_CHARS)
+    if column.key in ("cell", "status"):
+        return str(row.get(column.key) or "")
+    if column.key == INTERVAL_COLUMN.key:
+        return interval_text(row) if done else ""
+    # a cell that did not finish has figures that compare with nothing
+    return with_interval(row, column.key, column.digits) if done else ""
+
+
+def compact_view(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
+    """Summary rows -> (headers, rows of text). A `(published)` column follows a measured one
+    only when some cell has a published figure for it; figures with an interval read
+    `value ± half-width`, and an `interval` column then says where it came from."""
+    columns: list[tuple[str, Column, bool]] = []
+    with_intervals = any(interval_text(row) for row in rows)
+    for column in COMPACT_COLUMNS:
+        if column.key == "reason" and with_intervals:
+            columns.append((INTERVAL_COLUMN.header, INTERVAL_COLUMN, False))
+        columns.append((column.header, column, False))
+        if column.published and any(_published(row, column) is not None for row in rows):
+            columns.append((column.header + PUBLISHED, column, True))
+    view = [
+        {
+            header: number_text(_published(row, column), column.digits)
+            if published
+            else _measured(row, column)
+            for header, column, published in columns
+        }
+        for row in rows
+    ]
+    return [header for header, _, _ in columns], view

@@ -1,0 +1,67 @@
+"""What the DAG needs to know of the cells' outputs while the Snakefile is parsed: which optional
+summary figures a matrix gets, a cell's labels in the report, its engine label and context size.
+Stdlib only: rules/common.smk imports it, and parsing must not pay for pandas or matplotlib."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Engine settings that set the server's context, by the names the adapters use.
+CONTEXT_SETTING_KEYS = ("ctx_size", "max_model_len", "context_length")
+
+
+def context_tokens(cell: Mapping[str, Any]) -> int | None:
+    """The server's context length from the engine settings, else the model's window."""
+    settings = (cell.get("engine_spec") or {}).get("settings") or {}
+    for key in CONTEXT_SETTING_KEYS:
+        if settings.get(key):
+            return int(settings[key])
+    window = (cell.get("model_info") or {}).get("context_window")
+    return int(window) if window else None
+
+
+def engine_label(cell: Mapping[str, Any]) -> str:
+    """`engine + drafter (kind, n_max N)`: the seeds' "Engine (+speculative)"."""
+    engine = cell["engine"]
+    drafter = cell.get("drafter_spec")
+    if not drafter or cell.get("drafter") in (None, "none"):
+        return engine
+    detail = drafter.get("kind", "")
+    if drafter.get("model"):
+        detail += f", draft model {drafter['model']}"
+    if drafter.get("n_max"):
+        detail += f", n_max {drafter['n_max']}"
+    return f"{engine} + {cell['drafter']} ({detail})"
+
+
+def matrix_sweeps_concurrency(cells: Sequence[Mapping[str, Any]]) -> bool:
+    """True when one model/engine/quant/drafter runs at two or more concurrencies."""
+    seen: dict[tuple, set] = {}
+    for cell in cells:
+        key = (cell["model"], cell["engine"], cell["quant"], cell["drafter"])
+        seen.setdefault(key, set()).add((cell.get("workload_spec") or {}).get("concurrency"))
+    return any(len(values) >= 2 for values in seen.values())
+
+
+def optional_summary_figures(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Summary figures a matrix gets only when they can say something: throughput vs
+    concurrency for a concurrency sweep, measured vs published when references exist."""
+    names = []
+    if matrix_sweeps_concurrency(cells):
+        names.append("throughput_vs_concurrency")
+    if any(cell.get("reference") for cell in cells):
+        names.append("measured_vs_reference")
+    return names
+
+
+def report_labels(cell: Mapping[str, Any], figure: str) -> dict[str, str]:
+    """Labels of a cell's outputs in the Snakemake report (its model is the subcategory)."""
+    return {
+        "cell": cell["id"],
+        "engine": cell["engine"],
+        "quant": cell["quant"],
+        "drafter": cell["drafter"],
+        "workload": cell["workload"],
+        "figure": figure,
+    }

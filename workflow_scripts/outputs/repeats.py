@@ -1,0 +1,110 @@
+"""A cell's repeats (`<cell>`, `<cell>__r2`, ...) -> one metrics record for the tables: figures
+are the mean over the repeats that finished, counts the sum, and `repeats` keeps each repeat's
+figures, from which the summary takes a t-interval (workflow_scripts.outputs.stats). A cell run once
+passes through unchanged."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..config.matrix import repeat_of
+from ..vocabulary import Status
+
+RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
+CHECKS = (("client", "limited"), ("interference", "flagged"))  # metrics.json object, its flag
+COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
+
+
+def repeat_figures(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """The headline figures of one run, by their summary.csv names."""
+    mem, spec = metrics.get("mem") or {}, metrics.get("spec") or {}
+
+    def stat(key: str, name: str) -> float | None:
+        return (metrics.get(key) or {}).get(name)
+
+    return {
+        "decode_tok_s": metrics.get("decode_tok_s"),
+        "prefill_tok_s": metrics.get("prefill_tok_s"),
+        "req_per_s": metrics.get("req_per_s"),
+        "ttft_median_ms": stat("ttft_ms", "median"),
+        "ttft_p99_ms": stat("ttft_ms", "p99"),
+        "tpot_median_ms": stat("tpot_ms", "median"),
+        "tpot_p99_ms": stat("tpot_ms", "p99"),
+        "e2el_median_ms": stat("e2el_ms", "median"),
+        "peak_mem_gib": mem.get("peak_delta_gib"),
+        "acceptance_rate": spec.get("acceptance_rate"),
+        "acceptance_length": spec.get("mean_acceptance_length"),
+    }
+
+
+def _mean(values: Sequence[Any]) -> float | None:
+    data = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.fmean(data) if data else None
+
+
+def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Repeats of one cell (in repeat order) -> one metrics record under the cell's own id."""
+    done = [m for m in runs if m.get("status") == Status.DONE]
+    out = copy.deepcopy(dict(done[0] if done else runs[0]))
+    out["cell"] = base_cell
+    out["repeats"] = {
+        "runs": len(runs),
+        "done": len(done),
+        "cells": [m["cell"] for m in runs],
+        "figures": [repeat_figures(m) for m in done],
+    }
+    for key, flag in CHECKS:  # a flag raised in any repeat stays raised, naming the repeat
+        raised = next((m for m in done if (m.get(key) or {}).get(flag)), None)
+        if raised is not None:
+            out[key] = {**raised[key], "run": raised["cell"]}
+    if len(done) < 2:
+        return out
+    for key in RATES:
+        out[key] = _mean([m.get(key) for m in done])
+    for key in LATENCIES:
+        if isinstance(out.get(key), dict):
+            out[key] = {
+                stat: _mean([(m.get(key) or {}).get(stat) for m in done]) for stat in out[key]
+            }
+    for key in COUNTS:
+        out[key] = sum(int(m.get(key) or 0) for m in runs)
+    out["hit_time_cap"] = any(m.get("hit_time_cap") for m in runs)
+    if out.get("mem"):
+        out["mem"]["peak_delta_gib"] = _mean(
+            [(m.get("mem") or {}).get("peak_delta_gib") for m in done]
+        )
+    if out.get("spec"):
+        for key in ("acceptance_rate", "mean_acceptance_length"):
+            out["spec"][key] = _mean([(m.get("spec") or {}).get(key) for m in done])
+    return out
+
+
+def collapse_repeats(
+    all_metrics: Sequence[Mapping[str, Any]],
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    records: Mapping[str, Any] | None = None,
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]] | None, dict[str, Any]]:
+    """Metrics, cells and request records with each cell's repeats folded into the cell: one
+    combined record per cell, the config's repeat-1 cells, and the first finished repeat's
+    records (what a bootstrap or a paired comparison uses when there are too few repeats)."""
+    groups: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for metrics in all_metrics:
+        base, repeat = repeat_of(metrics["cell"])
+        groups.setdefault(base, []).append((repeat, metrics))
+    records = records or {}
+    out_metrics, out_records = [], {}
+    for base, members in groups.items():
+        runs = [m for _, m in sorted(members, key=lambda item: item[0])]
+        if len(runs) == 1 and runs[0]["cell"] == base:
+            out_metrics.append(runs[0])  # run once: exactly as without repeats
+        else:
+            out_metrics.append(combine(base, runs))
+        first = next((m for m in runs if m.get("status") == Status.DONE), runs[0])
+        if first["cell"] in records:
+            out_records[base] = records[first["cell"]]
+    base_cells = None if cells is None else [c for c in cells if repeat_of(c["id"])[1] == 1]
+    return out_metrics, base_cells, out_records

@@ -1,0 +1,217 @@
+"""The speculative-decoding gain table: each drafter cell beside its base cell (same model, engine,
+quant and workload, drafter `none`), with the gain in %, on all prompts and on the prompts both
+completed, and its interval. A pure function of the metrics and records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..loadgen.metrics import common_prompt_subset, compute_metrics
+from ..loadgen.records import OK, RequestRecord
+from ..vocabulary import CellMetrics, Status
+from .compact import (
+    is_missing,
+    median_of,
+)
+from .stats import (
+    MIN_REPEATS,
+    paired_changes,
+    repeat_changes,
+)
+
+
+def _gain_pct(new: float | None, base: float | None) -> float | None:
+    if is_missing(new) or is_missing(base) or base == 0:
+        return None
+    return 100.0 * (new - base) / base
+
+
+SPEC_GAIN_COLUMNS = [
+    "drafter_cell",
+    "base_cell",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+    "base_decode_tok_s",
+    "drafter_decode_tok_s",
+    "decode_gain_pct",
+    "base_ttft_median_ms",
+    "drafter_ttft_median_ms",
+    "base_tpot_median_ms",
+    "drafter_tpot_median_ms",
+    "acceptance_rate",
+    "acceptance_length",
+    "drafter_itl_per_token_median_ms",
+    "common_prompts",
+    "base_decode_tok_s_common",
+    "drafter_decode_tok_s_common",
+    "decode_gain_pct_common",
+    "base_tpot_median_ms_common",
+    "drafter_tpot_median_ms_common",
+    "flags",
+    # appended: the gain's 95 % interval, paired over the prompts both cells completed
+    "decode_gain_lo_pct",
+    "decode_gain_hi_pct",
+    "verdict",
+    "gain_interval_source",
+    "tpot_change_pct",
+    "tpot_change_lo_pct",
+    "tpot_change_hi_pct",
+]
+
+
+def completed_prompts(records: Sequence[RequestRecord]) -> set[int]:
+    return {r.prompt_index for r in records if r.status == OK and not r.warmup}
+
+
+def common_subset_figures(
+    base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
+) -> dict[str, Any]:
+    """When the two cells completed different prompts (a cap, skipped or failed requests), the
+    pair's figures again on the prompts both completed, from the raw records. Throughput there
+    is the subset's tokens over the subset's own span, so it compares like with like but is not
+    the cell's headline figure."""
+    common = common_prompt_subset(base_records, drafter_records)
+    if completed_prompts(base_records) == completed_prompts(drafter_records):
+        return {}
+
+    def on_common(records: Sequence[RequestRecord]) -> dict[str, Any]:
+        return compute_metrics([r for r in records if r.prompt_index in common and not r.warmup])
+
+    base, drafter = on_common(base_records), on_common(drafter_records)
+    return {
+        "common_prompts": len(common),
+        "base_decode_tok_s_common": base["decode_tok_s"],
+        "drafter_decode_tok_s_common": drafter["decode_tok_s"],
+        "decode_gain_pct_common": _gain_pct(drafter["decode_tok_s"], base["decode_tok_s"]),
+        "base_tpot_median_ms_common": base["tpot_ms"]["median"],
+        "drafter_tpot_median_ms_common": drafter["tpot_ms"]["median"],
+    }
+
+
+def paired_gain_columns(
+    base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
+) -> dict[str, Any]:
+    """The drafter's decode gain and TPOT change with 95 % intervals from a paired randomization
+    test over the prompts both cells completed, and the verdict on decode tok/s."""
+    changes = paired_changes(
+        base_records, drafter_records, figures=("decode_tok_s", "tpot_median_ms")
+    )
+    decode, tpot = changes["decode_tok_s"], changes["tpot_median_ms"]
+    return {
+        "decode_gain_lo_pct": decode.lo_pct,
+        "decode_gain_hi_pct": decode.hi_pct,
+        "verdict": decode.verdict,
+        "gain_interval_source": f"paired randomization, {decode.common_prompts} prompts",
+        "tpot_change_pct": tpot.change_pct,
+        "tpot_change_lo_pct": tpot.lo_pct,
+        "tpot_change_hi_pct": tpot.hi_pct,
+    }
+
+
+def _repeated(metrics: CellMetrics) -> bool:
+    return (metrics.get("repeats") or {}).get("done", 0) >= MIN_REPEATS
+
+
+def repeat_gain_columns(base: CellMetrics, drafter: CellMetrics) -> dict[str, Any]:
+    """Both cells repeated ≥ 3 times: the gain's interval from the repeats' figures (a
+    t-interval on the difference of means), which includes start-to-start variance."""
+
+    def values(metrics, name):
+        return [f.get(name) for f in metrics["repeats"]["figures"]]
+
+    decode = repeat_changes(
+        values(base, "decode_tok_s"), values(drafter, "decode_tok_s"), "decode_tok_s"
+    )
+    tpot = repeat_changes(
+        values(base, "tpot_median_ms"), values(drafter, "tpot_median_ms"), "tpot_median_ms"
+    )
+    return {
+        "decode_gain_lo_pct": decode.lo_pct,
+        "decode_gain_hi_pct": decode.hi_pct,
+        "verdict": decode.verdict,
+        "gain_interval_source": (
+            f"repeats, {base['repeats']['done']} + {drafter['repeats']['done']} runs"
+        ),
+        "tpot_change_pct": tpot.change_pct,
+        "tpot_change_lo_pct": tpot.lo_pct,
+        "tpot_change_hi_pct": tpot.hi_pct,
+    }
+
+
+def spec_gain_table(
+    all_metrics: Sequence[CellMetrics],
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+) -> pd.DataFrame:
+    """Each drafter cell beside its base (same model, engine, quant, workload, drafter none).
+    With the cells' request `records`, pairs that completed different prompts also get their
+    figures on the common subset."""
+    records = records or {}
+    by_key = {
+        (m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")): m
+        for m in all_metrics
+        if m.get("drafter") == "none"
+    }
+    rows = []
+    for m in all_metrics:
+        if m.get("drafter") in (None, "none"):
+            continue
+        base = by_key.get((m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")))
+        spec = m.get("spec") or {}
+        flags, common, paired = [], {}, {}
+        if base is None:
+            flags.append("no base cell")
+        elif not base.get("status") == m.get("status") == Status.DONE:
+            flags.append("a cell of the pair did not finish")
+        else:
+            if _weights_files(base) != _weights_files(m):
+                flags.append("base and drafter cells used different weight files")
+            if _repeated(base) and _repeated(m):
+                paired = repeat_gain_columns(base, m)
+            if base["cell"] in records and m["cell"] in records:
+                common = common_subset_figures(records[base["cell"]], records[m["cell"]])
+                paired = paired or paired_gain_columns(records[base["cell"]], records[m["cell"]])
+                if common:
+                    flags.append(
+                        "different prompts completed: *_common columns compare the "
+                        f"{common['common_prompts']} both completed"
+                    )
+            elif base.get("prompt_indices") != m.get("prompt_indices"):
+                flags.append("different prompt sets")
+        rows.append(
+            {
+                "drafter_cell": m["cell"],
+                "base_cell": base["cell"] if base else None,
+                "model": m.get("model"),
+                "engine": m.get("engine"),
+                "quant": m.get("quant"),
+                "drafter": m.get("drafter"),
+                "workload": m.get("workload"),
+                "base_decode_tok_s": base.get("decode_tok_s") if base else None,
+                "drafter_decode_tok_s": m.get("decode_tok_s"),
+                "decode_gain_pct": _gain_pct(
+                    m.get("decode_tok_s"), base.get("decode_tok_s") if base else None
+                ),
+                "base_ttft_median_ms": median_of(base, "ttft_ms") if base else None,
+                "drafter_ttft_median_ms": median_of(m, "ttft_ms"),
+                "base_tpot_median_ms": median_of(base, "tpot_ms") if base else None,
+                "drafter_tpot_median_ms": median_of(m, "tpot_ms"),
+                "acceptance_rate": spec.get("acceptance_rate"),
+                "acceptance_length": spec.get("mean_acceptance_length"),
+                # several tokens arrive per chunk when drafts are accepted: ITL per token
+                "drafter_itl_per_token_median_ms": median_of(m, "itl_per_token_ms"),
+                **common,
+                "flags": "; ".join(flags),
+                **paired,
+            }
+        )
+    return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
+
+
+def _weights_files(metrics: CellMetrics) -> list[str]:
+    return [f.get("sha256") for f in (metrics.get("weights") or {}).get("files", [])]

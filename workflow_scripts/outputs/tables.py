@@ -1,0 +1,351 @@
+"""Per-cell metrics -> the summary table (every cell of the matrix, failed and blocked too, with
+intervals and checks), the seeds' index view, and published reference figures beside the
+measured ones. Pure functions of the records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..cell.machine_use import client_note, interference_note
+from ..loadgen.records import RequestRecord
+from ..vocabulary import CellMetrics, Status
+from .compact import (
+    NOT_RUN,
+    REF_PREFIX,
+    completed_text,
+    first_line,
+    is_missing,
+    number_text,
+    summary_row,
+)
+from .labels import context_tokens, engine_label
+from .stats import (
+    MIN_REPEATS,
+    as_columns,
+    bootstrap_intervals,
+    interval_from_repeats,
+    stability,
+)
+
+COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
+
+
+SUMMARY_COLUMNS = [
+    "cell",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+    "concurrency",
+    "num_prompts",
+    "status",
+    "completed",
+    "errors",
+    "incomplete",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "req_per_s",
+    "ttft_median_ms",
+    "tpot_median_ms",
+    "itl_median_ms",
+    "e2el_median_ms",
+    "peak_mem_gib",
+    "acceptance_rate",
+    "acceptance_length",
+    "hit_time_cap",
+    "duration_s",
+    "synthetic",
+    "reason",
+]
+
+
+# Added after the `ref_*` columns, so every earlier column keeps its place in summary.csv.
+# Each headline figure's 95 % interval (workflow_scripts.outputs.stats) follows as
+# `<figure>_lo/_hi`.
+INTERVAL_FIGURES = [
+    "decode_tok_s",
+    "prefill_tok_s",
+    "req_per_s",
+    "ttft_median_ms",
+    "ttft_p99_ms",
+    "tpot_median_ms",
+    "tpot_p99_ms",
+    "e2el_median_ms",
+    "peak_mem_gib",
+    "acceptance_rate",
+    "acceptance_length",
+]
+
+
+LATER_COLUMNS = [
+    "build_variant",
+    "interval_source",
+    "interval_n",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    *[f"{name}_{end}" for name in INTERVAL_FIGURES for end in ("lo", "hi")],
+    "repeats",
+    "stability_first_tok_s",
+    "stability_last_tok_s",
+    "unstable",
+    "client_processes",
+    "client_cpu_percent_of_core",
+    "client_max_process_percent_of_core",
+    "client_limited",
+    "other_cpu_percent_of_core",
+    "other_mem_rise_gib",
+    "interference",
+]
+
+
+# Published figures sit in their own `ref_*` columns, named after the measured column they match.
+REFERENCE_KEYS = [
+    "decode_tok_s",
+    "prefill_tok_s",
+    "ttft_median_ms",
+    "tpot_median_ms",
+    "peak_mem_gib",
+    "completed",
+    "note",
+]
+
+
+INDEX_COLUMNS = [
+    "Configuration",
+    "Engine (+speculative)",
+    "Quant",
+    "Ctx",
+    "Conc",
+    "Decode tok/s",
+    "Status",
+    "Completed",
+]
+
+
+INDEX_REFERENCE_COLUMN = "Decode tok/s (published)"
+
+
+def identity_from_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """A metrics-shaped stub for a cell with no measurement (reference-only, or not run yet)."""
+    workload = cell.get("workload_spec") or {}
+    return {
+        "cell": cell["id"],
+        "model": cell["model"],
+        "engine": cell["engine"],
+        "quant": cell["quant"],
+        "drafter": cell["drafter"],
+        "workload": cell["workload"],
+        "concurrency": workload.get("concurrency"),
+        "num_prompts": workload.get("num_prompts"),
+        "status": Status.BLOCKED if cell.get("blocked") else NOT_RUN,
+        "reason": cell.get("blocked") or "",
+        "synthetic": (cell.get("weights") or {}).get("source") == "synthetic",
+    }
+
+
+def reference_columns(references: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fixed `ref_*` columns, then any other published key a config attached, sorted."""
+    extra = sorted({k for ref in references for k in ref} - set(REFERENCE_KEYS))
+    return [REF_PREFIX + k for k in [*REFERENCE_KEYS, *extra]]
+
+
+def _cells_by_id(cells: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+    return {cell["id"]: cell for cell in cells or []}
+
+
+def merge_with_cells(
+    all_metrics: Sequence[CellMetrics], cells: Sequence[Mapping[str, Any]] | None
+) -> list[Mapping[str, Any]]:
+    """Metrics of the config's cells in config order; a cell with none gets an identity stub."""
+    by_cell = {m["cell"]: m for m in all_metrics}
+    if not cells:
+        return list(all_metrics)
+    ordered = [by_cell.get(cell["id"]) or identity_from_cell(cell) for cell in cells]
+    known = {cell["id"] for cell in cells}
+    return ordered + [m for m in all_metrics if m["cell"] not in known]
+
+
+def interval_columns(
+    metrics: CellMetrics, records: Sequence[RequestRecord] | None
+) -> dict[str, Any]:
+    """A done cell's p99 figures and the 95 % interval of each headline figure: a t-interval
+    from its repeats when ≥ 3 finished, else a bootstrap over its requests when it ran once
+    (two repeats: none). Figures with no per-request basis (memory, acceptance) get an
+    interval only from repeats."""
+    if metrics.get("status") != Status.DONE:
+        return {}
+    row: dict[str, Any] = {
+        "ttft_p99_ms": (metrics.get("ttft_ms") or {}).get("p99"),
+        "tpot_p99_ms": (metrics.get("tpot_ms") or {}).get("p99"),
+    }
+    repeats = metrics.get("repeats")
+    if repeats:
+        row["repeats"] = repeats["done"]
+    if repeats and repeats["done"] >= MIN_REPEATS:
+        for name in INTERVAL_FIGURES:
+            interval = interval_from_repeats([f.get(name) for f in repeats["figures"]])
+            if interval is not None:
+                row[f"{name}_lo"], row[f"{name}_hi"] = interval.lo, interval.hi
+        row["interval_source"] = "repeats"
+        row["interval_n"] = repeats["done"]
+    elif records and not (repeats and repeats["done"] > 1):
+        intervals = bootstrap_intervals(records)
+        row.update(as_columns(intervals))
+        row["interval_source"] = "bootstrap"
+        row["interval_n"] = intervals["decode_tok_s"].n
+    return {**row, **stability_columns(records)}
+
+
+def stability_columns(records: Sequence[RequestRecord] | None) -> dict[str, Any]:
+    """Decode tok/s of the first and last tenth of the requests, and whether they differ beyond
+    their intervals (of the first finished repeat, with repeats); nothing under 20 requests."""
+    found = stability(records) if records else None
+    if found is None:
+        return {}
+    return {
+        "stability_first_tok_s": found.first.value,
+        "stability_last_tok_s": found.last.value,
+        "unstable": found.flagged,
+        "stability_note": found.note(),
+    }
+
+
+def check_columns(metrics: CellMetrics) -> dict[str, Any]:
+    """The client's CPU use and what else used the machine during the bench (metrics.json's
+    `client` and `interference`), each with its flag and, when flagged, a note."""
+    client, other = metrics.get("client"), metrics.get("interference")
+    row: dict[str, Any] = {}
+    if client:
+        row.update(
+            {
+                "client_processes": client.get("processes"),
+                "client_cpu_percent_of_core": client.get("cpu_percent_of_core"),
+                "client_max_process_percent_of_core": client.get("max_process_percent_of_core"),
+                "client_limited": client.get("limited"),
+                "client_note": client_note(client),
+            }
+        )
+    if other:
+        row.update(
+            {
+                "other_cpu_percent_of_core": other.get("other_cpu_percent_of_core"),
+                "other_mem_rise_gib": other.get("other_mem_rise_gib"),
+                "interference": other.get("flagged"),
+                "interference_note": interference_note(other),
+            }
+        )
+    return row
+
+
+def summary_rows(
+    all_metrics: Sequence[CellMetrics],
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references;
+    the cells' request `records` add each figure's interval."""
+    by_id = _cells_by_id(cells)
+    records = records or {}
+    return [
+        {
+            **summary_row(metrics, (by_id.get(metrics["cell"]) or {}).get("reference")),
+            **interval_columns(metrics, records.get(metrics["cell"])),
+            **check_columns(metrics),
+        }
+        for metrics in merge_with_cells(all_metrics, cells)
+    ]
+
+
+def summary_frame(
+    rows: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
+    """Summary rows -> summary.csv's frame: the fixed columns, `ref_*`, then later additions."""
+    references = [(cell.get("reference") or {}) for cell in cells or []]
+    columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
+    frame = pd.DataFrame(rows, columns=columns)
+    # Counts stay integers when some cells (failed, blocked) have none.
+    for column in [*COUNT_COLUMNS, "interval_n", "repeats", "client_processes"]:
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def summary_table(
+    all_metrics: Sequence[CellMetrics],
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+) -> pd.DataFrame:
+    """Every column of every cell: summary.csv."""
+    return summary_frame(summary_rows(all_metrics, cells, records), cells)
+
+
+def status_text(status: str | None, reason: str | None) -> str:
+    reason = first_line(reason, 160)
+    return f"{status}: {reason}" if reason and status != Status.DONE else str(status)
+
+
+def index_table(
+    summary: pd.DataFrame,
+    cells: Sequence[Mapping[str, Any]] | None = None,
+    card_links: str | None = None,
+) -> pd.DataFrame:
+    """The seeds' index view. `card_links` is the path prefix from the table to the cells'
+    directories (e.g. `../cells`): the Configuration column then links each card."""
+    by_id = _cells_by_id(cells)
+    with_reference = (
+        REF_PREFIX + "decode_tok_s" in summary
+        and summary[REF_PREFIX + "decode_tok_s"].map(lambda v: not is_missing(v)).any()
+    )
+    rows = []
+    for row in summary.to_dict("records"):
+        cell = by_id.get(row["cell"]) or {"engine": row["engine"], "drafter": row["drafter"]}
+        name = row["cell"]
+        entry = {
+            "Configuration": f"[{name}]({card_links}/{name}/card.md)" if card_links else name,
+            "Engine (+speculative)": engine_label({**cell, "engine": row["engine"]}),
+            "Quant": row["quant"],
+            "Ctx": context_tokens(cell) or "",
+            "Conc": row["concurrency"],
+            "Decode tok/s": (
+                number_text(row["decode_tok_s"]) if row["status"] == Status.DONE else ""
+            ),
+            "Status": status_text(row["status"], row.get("reason")),
+            "Completed": completed_text(row),
+        }
+        if with_reference:
+            entry[INDEX_REFERENCE_COLUMN] = number_text(row.get(REF_PREFIX + "decode_tok_s"))
+        rows.append(entry)
+    columns = INDEX_COLUMNS + ([INDEX_REFERENCE_COLUMN] if with_reference else [])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def blocked_text(cell: Mapping[str, Any]) -> str:
+    return f"{Status.BLOCKED}: {first_line(cell['blocked'])}" if cell.get("blocked") else ""
+
+
+def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The published figures of a config's cells, one row per cell that has any (or is
+    blocked), in their own table: what a reference-only summary lists."""
+    references = [c.get("reference") or {} for c in cells]
+    used = {key for reference in references for key in reference}
+    keys = [c[len(REF_PREFIX) :] for c in reference_columns(references)]
+    keys = [key for key in keys if key in used]
+    rows = []
+    for cell, reference in zip(cells, references, strict=True):
+        if not reference and not cell.get("blocked"):
+            continue
+        rows.append(
+            {
+                "cell": cell["id"],
+                "engine (+speculative)": engine_label(cell),
+                "quant": cell["quant"],
+                "concurrency": (cell.get("workload_spec") or {}).get("concurrency"),
+                "status": blocked_text(cell),
+                **{key: reference.get(key) for key in keys},
+            }
+        )
+    columns = ["cell", "engine (+speculative)", "quant", "concurrency", "status", *keys]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,152 @@
+"""The summary tables to disk: metrics.json and requests.jsonl read back, then summary, index and
+spec-gain tables written as CSV (every column) and markdown (the compact view), atomically."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..atomic import write_text
+from ..loadgen.records import RequestRecord
+from ..vocabulary import CellMetrics
+from .compact import (
+    compact_view,
+    is_missing,
+    number_text,
+)
+from .repeats import collapse_repeats
+from .spec_gain import spec_gain_table
+from .tables import index_table, merge_with_cells, summary_frame, summary_rows
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    shown = frame.copy().astype(object)
+    for column in shown.columns:
+        shown[column] = shown[column].map(lambda v: "" if is_missing(v) else number_text(v))
+    return shown
+
+
+def to_markdown(frame: pd.DataFrame, title: str, intro: str = "") -> str:
+    # disable_numparse: tabulate would otherwise turn "120.00" back into 120
+    body = (
+        _display(frame).to_markdown(index=False, disable_numparse=True)
+        if len(frame)
+        else "_no rows_"
+    )
+    intro = f"{intro}\n\n" if intro else ""
+    return f"# {title}\n\n{intro}{body}\n"
+
+
+def write_table(
+    frame: pd.DataFrame, csv_path: str | Path, md_path: str | Path, title: str, intro: str = ""
+) -> None:
+    write_text(csv_path, frame.to_csv(index=False))
+    write_text(md_path, to_markdown(frame, title, intro))
+
+
+def load_metrics(paths: Sequence[str | Path]) -> list[CellMetrics]:
+    return [json.loads(Path(p).read_text()) for p in paths]
+
+
+SUMMARY_INTRO = (
+    "The columns a reader compares, one row per cell; summary.csv holds every column (errors, "
+    "req/s, ITL and E2E latency, duration, build variant, each published figure as `ref_*`). "
+    "(published): a figure attached to the cell in the config, never measured here. A cell that "
+    "did not finish shows its reason, not its figures."
+)
+
+
+INTERVAL_INTRO = (
+    "`value ± h`: h is the half-width of the figure's 95 % interval; the interval column says "
+    "what it comes from: repeats of the cell (each with its own server start: what another run "
+    "would give) or a bootstrap over one run's requests (which requests the run held; not "
+    "run-to-run drift)."
+)
+
+
+# A row's flag notes and the heading the summary lists the flagged cells under.
+FLAG_NOTES = [
+    ("stability_note", "Throughput not steady within the run"),
+    ("client_note", "The load client may have limited the measurement"),
+    ("interference_note", "Other work on the machine during the bench"),
+]
+
+
+def summary_intro(
+    all_metrics: Sequence[CellMetrics], rows: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
+    of step with the completed requests (their `spec.cap_note`), and for each flag of
+    FLAG_NOTES a line per cell its row carries a note for (throughput drift, a busy client,
+    other work on the machine)."""
+    flagged = [
+        f"- `{m['cell']}`: {(m.get('spec') or {})['cap_note']}"
+        for m in all_metrics
+        if (m.get("spec") or {}).get("cap_note")
+    ]
+    intro = SUMMARY_INTRO
+    if any(r.get("interval_source") for r in rows):
+        intro += " " + INTERVAL_INTRO
+    if flagged:
+        intro += "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
+    for key, heading in FLAG_NOTES:
+        lines = [f"- `{r['cell']}`: {r[key]}" for r in rows if r.get(key)]
+        if lines:
+            intro += f"\n\n{heading}:\n\n" + "\n".join(lines)
+    return intro
+
+
+INDEX_INTRO = (
+    "One line per cell. Decode tok/s counts completion tokens of all concurrent requests per "
+    "second of the measured run; a column marked (published) holds a reference figure."
+)
+
+
+def write_tables(
+    all_metrics: Sequence[CellMetrics],
+    cells: Sequence[Mapping[str, Any]],
+    out: Mapping[str, str | Path],
+    card_links: str | None = "../cells",
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
+    index.md links each cell's card through `card_links` (None: no cards to link).
+    summary.csv holds every column, summary.md the compact view; a cell's repeats make one
+    row. Returns the summary, compact and spec-gain tables."""
+    all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
+    rows = summary_rows(all_metrics, cells, records)  # one bootstrap per cell, for both views
+    summary = summary_frame(rows, cells)
+    headers, compact_rows = compact_view(rows)
+    compact = pd.DataFrame(compact_rows, columns=headers)
+    write_text(out["summary_csv"], summary.to_csv(index=False))
+    compact.attrs["intro"] = summary_intro(all_metrics, rows)  # the HTML twin says the same
+    write_text(
+        out["summary_md"], to_markdown(compact, "Summary: one row per cell", compact.attrs["intro"])
+    )
+    write_text(out["index_csv"], index_table(summary, cells).to_csv(index=False))
+    intro = INDEX_INTRO + (" Configuration links each cell's result card." if card_links else "")
+    write_text(
+        out["index_md"],
+        to_markdown(index_table(summary, cells, card_links=card_links), "Index", intro),
+    )
+    spec_gain = spec_gain_table(merge_with_cells(all_metrics, cells), records)
+    write_table(
+        spec_gain,
+        out["spec_gain_csv"],
+        out["spec_gain_md"],
+        "Speculative decoding: each drafter cell beside its base",
+    )
+    return summary, compact, spec_gain
+
+
+def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
+    """Each cell's request records, keyed by cell id (the folder name)."""
+    out = {}
+    for path in map(Path, paths):
+        lines = path.read_text().splitlines()
+        out[path.parent.name] = [RequestRecord.from_dict(json.loads(x)) for x in lines if x]
+    return out
