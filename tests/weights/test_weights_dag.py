@@ -10,16 +10,16 @@ so that Snakemake records their params, which is what a rerun decision compares.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from fixtures.weights.hub_standin import TINY_REPO, HubStandIn, tiny_repo
 
+from tests.support.pipeline import snakemake_argv
+
 pytestmark = pytest.mark.standin
 
-SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
 TOKEN = "hf_dagSecretToken9876543210"
 ENGINE = "llamacpp-cpu"
 TINY = f"tiny__{ENGINE}__q4_k_m__none__w"
@@ -95,21 +95,9 @@ def matrix(tiny_revision: str = "v1.0", mtp_revision: str = "v1.0") -> dict:
 
 
 def snakemake(workdir: Path, *args: str) -> str:
-    argv = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(SNAKEFILE),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(workdir / "matrix.yaml"),
-        "--cores",
-        "1",
-        *args,
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        snakemake_argv(workdir, *args), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.engines import SMOLLM2_WEIGHTS, smollm2_chain_quants
+from tests.support.pipeline import snakemake_argv
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.weights import derive
 from workflow_scripts.weights.fetch import weights_dependencies, with_dependencies
 
 REPO = Path(__file__).resolve().parents[2]
-SNAKEFILE = REPO / "Snakefile"
 ENGINE = "llamacpp-cpu"
 MODEL = "smollm2-135m"
 
@@ -254,22 +253,9 @@ def test_the_quantize_types_are_the_pinned_trees():
 
 def planned(workdir: Path, *targets: str) -> dict[str, set[str]]:
     """rule -> wildcards of the jobs a dry run would run."""
-    argv = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(SNAKEFILE),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(workdir / "matrix.yaml"),
-        "--cores",
-        "1",
-        "-n",
-        *targets,
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        snakemake_argv(workdir, "-n", *targets), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs: dict[str, set[str]] = {}
     rule = None
@@ -315,22 +301,7 @@ def test_a_dry_run_plans_the_chain_once_and_the_engine_before_its_tools(tmp_path
         (workdir / target).parent.mkdir(parents=True, exist_ok=True)
         (workdir / target).write_text("{}\n")
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(SNAKEFILE),
-            "-d",
-            str(workdir),
-            "--configfile",
-            str(workdir / "matrix.yaml"),
-            "--cores",
-            "1",
-            "--touch",
-            "--forceall",
-            *targets,
-        ],
+        snakemake_argv(workdir, "--touch", "--forceall", *targets),
         check=True,
         capture_output=True,
         timeout=300,
