@@ -8,6 +8,8 @@ rule cell:
         server_log=f"{RESULTS}/cells/{{cell}}/server.log",
     log:
         "logs/cells/{cell}.log",
+    conda:
+        "../envs/bench.yaml"
     resources:
         gpu=cell_resource("gpu"),
         mem_mb=cell_resource("mem_mb"),

@@ -5,6 +5,9 @@
 # every error names the offending key before anything is downloaded.
 import sys
 
+# This checkout's workflow_scripts, installed or not. Snakemake hands this search path on to
+# every script job, which is how jobs in the rules' conda env (envs/bench.yaml: dependencies
+# only) find the code of the workflow they belong to.
 sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError

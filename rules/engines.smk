@@ -4,6 +4,8 @@ rule engine:
     log:
         "logs/engines/{engine}.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         spec=engine_spec,
         failed_attempts=engine_failures,

@@ -35,6 +35,8 @@ rule card:
     log:
         "logs/cards/{cell}.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         cell=card_settings,
     script:
@@ -65,6 +67,8 @@ rule aggregate:
     log:
         "logs/aggregate.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -87,6 +91,8 @@ rule comparisons:
     log:
         "logs/comparisons.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -125,6 +131,8 @@ rule summary_plots:
     log:
         "logs/summary_plots.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -145,6 +153,8 @@ rule concurrency_figure:
     log:
         "logs/concurrency_figure.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -165,6 +175,8 @@ rule reference_figure:
     log:
         "logs/reference_figure.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         cells=all_cells_settings,
     script:
@@ -180,6 +192,8 @@ rule overview:
     log:
         "logs/overview.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     script:
         "../workflow_scripts/entry/overview.py"
 
@@ -194,6 +208,8 @@ rule html_report:
     log:
         "logs/report.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         snakefile=workflow.main_snakefile,
     script:

@@ -6,6 +6,8 @@ rule weights:
     log:
         "logs/weights/{weights}.log",
     localrule: True
+    conda:
+        "../envs/bench.yaml"
     params:
         spec=weights_spec,
         failed_attempts=weights_failures,

@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 
 import matplotlib.image
 import numpy as np
 import pytest
 import yaml
 
-from tests.support.outputs import BASE, BLOCKED, FAILED, REPO, fixture_cells, results_tree
+from tests.support.outputs import BASE, BLOCKED, FAILED, fixture_cells, results_tree
+from tests.support.pipeline import run_snakemake
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
@@ -31,21 +31,7 @@ TITLE = "LLM serving benchmark matrix"
 
 
 def snakemake(workdir, *extra: str) -> subprocess.CompletedProcess:
-    argv = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(workdir / "matrix.yaml"),
-        "--cores",
-        "1",
-        *extra,
-    ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return run_snakemake(workdir, *extra, timeout=300)
 
 
 def planned_rules(workdir) -> dict[str, int]:

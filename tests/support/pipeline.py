@@ -75,13 +75,21 @@ def snakemake_argv(workdir: Path, *extra: str) -> list[str]:
     ]
 
 
-def run_snakemake(workdir: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_snakemake(
+    workdir: Path, *extra: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        snakemake_argv(workdir, *extra), capture_output=True, text=True, timeout=timeout
+        snakemake_argv(workdir, *extra), capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
 _JOB = re.compile(r"^(?:local)?rule (\w+):$")
+
+
+def rules_run(proc: subprocess.CompletedProcess) -> list[str]:
+    """The rule of each job a run (or dry run) printed, in order."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return [match.group(1) for line in lines if (match := _JOB.match(line.strip()))]
 
 
 def planned_cells(workdir: Path) -> set[str]:
