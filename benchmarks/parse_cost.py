@@ -1,11 +1,13 @@
-"""What parsing the workflow costs: a dry run (`snakemake -n`) of a generated 200-cell matrix
+"""What planning the workflow costs: a dry run (`snakemake -n`) of a generated 200-cell matrix
 (10 models x 2 drafters x 10 workloads, one engine, local weights, so nothing is fetched) beside
-a trivial generated Snakefile with the same number of jobs, run in turn, `--repeat` times each.
-Prints both medians and their ratio (the figure the goal of at most 1.5x is about), and both
-minimums and theirs: on a shared VM other load only ever adds time, so the minimums show the
-cost with the least noise. The difference is what the pipeline adds to Snakemake's own work:
-its parse-time code (config validation, the cell list, the helpers rules/common.smk imports)
-and a richer DAG (several files per cell, tables that read every cell).
+two trivial generated Snakefiles with the same number of jobs, all run in turn, `--repeat` times
+each: one whose rule runs a shell command, and one whose rule runs a script (`script:`, the shape
+of every rule here; Snakemake reads each job's script and imports nbformat for it, whatever the
+workflow). Prints the medians and their ratios (the goal: at most 1.5x), and the minimums and
+theirs: on a shared VM other load only ever adds time, so the minimums are the least noisy.
+The difference is what the pipeline adds to Snakemake's own work: its parse-time code (config
+validation, the cell list, the helpers rules/common.smk imports) and a richer DAG (several files
+per cell, cards of each cell, tables that read every cell).
 
     python benchmarks/parse_cost.py --repeat 9
 """
@@ -70,7 +72,7 @@ def matrix_config(workdir: Path) -> dict:
     }
 
 
-def trivial_snakefile(jobs: int) -> str:
+def trivial_snakefile(jobs: int, action: str) -> str:
     """One rule with `jobs - 1` wildcard instances and a target rule: `jobs` jobs in all."""
     return (
         f"IDS = [str(i) for i in range({jobs - 1})]\n\n"
@@ -78,8 +80,14 @@ def trivial_snakefile(jobs: int) -> str:
         "    input: expand('out/{i}.txt', i=IDS)\n\n"
         "rule make:\n"
         "    output: 'out/{i}.txt'\n"
-        "    shell: 'touch {output}'\n"
+        f"    {action}\n"
     )
+
+
+TRIVIAL_ACTIONS = {
+    "shell": "shell: 'touch {output}'",
+    "script": "script: 'touch.py'",
+}
 
 
 def dry_run(argv: list[str], cwd: Path) -> tuple[float, int]:
@@ -105,25 +113,31 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = [*snakemake, "--snakefile", str(REPO / "Snakefile")]
         pipeline += ["--configfile", str(configfile)]
         _, jobs = dry_run(pipeline, REPO)  # also warms the file cache for both
-        trivial_dir = work / "trivial"
-        trivial_dir.mkdir()
-        (trivial_dir / "Snakefile").write_text(trivial_snakefile(jobs))
-        trivial = [*snakemake, "--snakefile", str(trivial_dir / "Snakefile")]
-        _, trivial_jobs = dry_run(trivial, trivial_dir)
-        times: dict[str, list[float]] = {"pipeline": [], "trivial": []}
-        for _ in range(args.repeat):  # interleaved, so load on the machine hits both alike
-            times["pipeline"].append(dry_run(pipeline, REPO)[0])
-            times["trivial"].append(dry_run(trivial, trivial_dir)[0])
+        runs = {"pipeline": (pipeline, REPO)}
+        for name, action in TRIVIAL_ACTIONS.items():
+            trivial_dir = work / f"trivial-{name}"
+            trivial_dir.mkdir()
+            (trivial_dir / "Snakefile").write_text(trivial_snakefile(jobs, action))
+            (trivial_dir / "touch.py").write_text("open(snakemake.output[0], 'w').close()\n")
+            argv = [*snakemake, "--snakefile", str(trivial_dir / "Snakefile")]
+            _, trivial_jobs = dry_run(argv, trivial_dir)
+            if trivial_jobs != jobs:
+                sys.exit(f"trivial {name} Snakefile plans {trivial_jobs} jobs, not {jobs}")
+            runs[f"trivial {name}"] = (argv, trivial_dir)
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(args.repeat):  # interleaved, so load on the machine hits all alike
+            for name, (argv, cwd) in runs.items():
+                times[name].append(dry_run(argv, cwd)[0])
     medians = {name: statistics.median(values) for name, values in times.items()}
     minimums = {name: min(values) for name, values in times.items()}
-    print(f"jobs: pipeline {jobs}, trivial {trivial_jobs}")
+    print(f"jobs: {jobs} in each")
     for name, values in times.items():
-        runs = ", ".join(f"{v:.2f}" for v in values)
-        print(f"{name:9s} median {medians[name]:.2f} s  min {minimums[name]:.2f} s  ({runs})")
-    print(
-        f"ratio     median {medians['pipeline'] / medians['trivial']:.2f}x"
-        f"  min {minimums['pipeline'] / minimums['trivial']:.2f}x"
-    )
+        runs_s = ", ".join(f"{v:.2f}" for v in values)
+        print(f"{name:15s} median {medians[name]:.2f} s  min {minimums[name]:.2f} s  ({runs_s})")
+    for name in TRIVIAL_ACTIONS:
+        median_ratio = medians["pipeline"] / medians[f"trivial {name}"]
+        min_ratio = minimums["pipeline"] / minimums[f"trivial {name}"]
+        print(f"pipeline / trivial {name}: median {median_ratio:.2f}x  min {min_ratio:.2f}x")
     return 0
 
 
