@@ -150,7 +150,7 @@ def cell_failures(wildcards):
 def cell_resource(key):
     """The cell rule's resource `key` (validation filled in the defaults): the value itself when
     every cell asks the same, else a lookup per cell. Snakemake calls a resource function once
-    per job and inspects its signature each time: a tenth of a 200-cell dry run."""
+    per job and inspects its signature each time: 5 % of a 200-cell dry run's calls."""
     values = {resources.get(key) for resources in CELL_RESOURCES.values()}
     if len(values) == 1:
         return values.pop()
