@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -289,8 +290,11 @@ def test_both_engines_see_the_same_prompt_tokens_on_weights_converted_both_ways(
     results = tmp_path / "results"
     cells = {c.engine: c for c in build_cells(validate_config(config))}
     prompts = load_dataset(cells["vllm-cpu"].workload_spec["dataset"], 40).prompts
-    counts: dict[str, list[int | None]] = {}
-    for engine, cell in cells.items():
+
+    def served_prompt_tokens(engine: str) -> list[int | None]:
+        """One engine's server, started, asked for every prompt's count, stopped. The two
+        engines run side by side (one core each): counts do not depend on timing."""
+        cell = cells[engine]
         info = json.loads((results / "engines" / f"{engine}.json").read_text())
         manifest = json.loads((results / "weights" / f"{cell.weights_key}.json").read_text())
         weights, _ = cell_weights(cell, manifest, None)
@@ -303,11 +307,14 @@ def test_both_engines_see_the_same_prompt_tokens_on_weights_converted_both_ways(
             try:
                 probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
                 wait_ready(server, command.base_url, adapter.health_path, 900, probe)
-                counts[engine] = [
+                return [
                     _prompt_tokens(command.base_url, command.served_model, p.text) for p in prompts
                 ]
             finally:
                 server.stop()
+
+    with ThreadPoolExecutor(max_workers=len(cells)) as pool:
+        counts = dict(zip(cells, pool.map(served_prompt_tokens, cells), strict=True))
     pairs = [
         (a, b)
         for a, b in zip(counts["vllm-cpu"], counts["llamacpp-cpu"], strict=True)
