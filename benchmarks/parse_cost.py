@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         configfile.write_text(yaml.safe_dump(matrix_config(work)))
         pipeline = [*snakemake, "--snakefile", str(REPO / "Snakefile")]
         pipeline += ["--configfile", str(configfile)]
-        _, jobs = dry_run(pipeline, REPO)  # also warms the file cache for both
+        _, jobs = dry_run(pipeline, REPO)  # also warms the file cache
         runs = {"pipeline": (pipeline, REPO)}
         for name, action in TRIVIAL_ACTIONS.items():
             trivial_dir = work / f"trivial-{name}"

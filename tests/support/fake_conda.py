@@ -47,7 +47,7 @@ def env_create(env_file: Path, prefix: Path) -> None:
         if isinstance(dependency, dict) and set(dependency) == {"pip"}:
             pip += dependency["pip"]
         elif isinstance(dependency, str) and dependency.split("=")[0] == "python":
-            python = dependency.split("=", 1)[1].lstrip("=")
+            python = dependency.partition("=")[2].lstrip("=") or None
         elif dependency != "pip":
             sys.exit(f"stand-in conda: cannot install conda package {dependency!r} (no channel)")
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
