@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from workflow_scripts.cell.memory import MemorySampler
+from workflow_scripts.process.memory import MemorySampler
 
 TREE = (
     "import subprocess, sys, time\n"

@@ -173,7 +173,8 @@ def all_cell_requests():
 # of the cells as params, so a card or table follows a config edit without rerunning a cell.
 
 
-# Each cell as plain data, made once: Snakemake asks for these for every job of a large matrix.
+# Each cell as plain data, made once: Snakemake asks for these params for every job of a large
+# matrix. The rules' scripts rebuild the cells from them (Cell.from_dict).
 CELL_DICTS = {cell_id: cell.to_dict() for cell_id, cell in CELLS.items()}
 ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
 # Every summary figure this matrix gets: concurrency and reference plots only when the matrix
@@ -181,7 +182,7 @@ ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
 SUMMARY_FIGURES = [
     f"{RESULTS}/summary/{name}.png"
     for name in ["decode_tok_s", "latency", "peak_memory", "spec_gain"]
-    + optional_summary_figures(list(CELL_DICTS.values()))
+    + optional_summary_figures(list(CELLS.values()))
 ]
 
 
@@ -216,6 +217,6 @@ def cell_report_labels(figure):
     """A cell's labels in the report for one of its figures (workflow_scripts.outputs.labels)."""
 
     def of_cell(wildcards):
-        return report_labels(CELL_DICTS[wildcards.cell], figure)
+        return report_labels(CELLS[wildcards.cell], figure)
 
     return of_cell

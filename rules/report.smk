@@ -75,7 +75,7 @@ rule aggregate:
         "../workflow_scripts/entry/aggregate.py"
 
 
-# Engine against engine, quant against quant (workflow_scripts.outputs.comparisons), beside spec_gain.
+# Engine against engine, quant against quant (workflow_scripts.outputs.cell_pairs), beside spec_gain.
 rule comparisons:
     input:
         metrics=all_cell_metrics(),

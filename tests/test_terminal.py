@@ -7,7 +7,7 @@ import asyncio
 import io
 import sys
 
-from workflow_scripts.loadgen.client import _Progress
+from workflow_scripts.loadgen.progress import Progress as _Progress
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.terminal import Throttle, human_bytes, say
 

@@ -1,5 +1,6 @@
-"""The words every package shares: a cell (`Cell`), how its run ended (`Status`), what it
-measured (`CellMetrics`, the record metrics.json holds) and a config that cannot run
+"""The words every package shares: a cell (`Cell`) with its workload (`Workload`, its prompts a
+`DatasetSpec`) and run settings (`RunSettings`, `MemorySettings`), how its run ended (`Status`),
+what it measured (`CellMetrics`, the record metrics.json holds) and a config that cannot run
 (`ConfigError`).
 
 A leaf: it imports nothing from workflow_scripts, so config, engines, cell and outputs all import
@@ -8,7 +9,9 @@ it and it imports none of them back.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -26,9 +29,102 @@ class Status(StrEnum):
     BLOCKED = "blocked"
 
 
+NO_DRAFTER = "none"  # the drafter name of a cell without speculative decoding
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where a workload's prompts come from (`workloads.<name>.dataset`)."""
+
+    kind: str  # sharegpt | random | jsonl
+    shuffle_seed: int | None = None  # None: the file's own order
+    package: str | None = None  # sharegpt: the registry package that ships the file
+    path: str | None = None  # a jsonl file, or a sharegpt file of one's own
+    input_len: int | None = None  # random: tokens per prompt
+    output_len: int | None = None  # accepted by the schema; no loader reads it
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config's mapping: `kind` and `shuffle_seed` (validation fills it in), the other
+        keys where the config gives them."""
+        out: dict[str, Any] = {"kind": self.kind, "shuffle_seed": self.shuffle_seed}
+        for name in ("package", "path", "input_len", "output_len"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetSpec:
+        return cls(**data)  # the schema allows each kind its own keys and no other
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The load a cell puts on its server (`workloads.<name>`, as validated: defaults filled in).
+    Its `repeats` make more cells, never different ones, so it is not part of a cell."""
+
+    dataset: DatasetSpec
+    num_prompts: int
+    concurrency: int  # requests in flight at once
+    max_tokens: int
+    request_rate: float | None  # Poisson arrivals per second; None: all at once
+    temperature: float
+    ignore_eos: bool
+    max_seconds: float | None  # the time cap of the measured run; None: none
+    grace_s: float  # after the cap, for requests in flight
+    warmup_requests: int
+    request_timeout_s: float
+    endpoint: str  # chat | completions
+    api_key_env: str | None = None  # the variable whose key the client sends; None: the server's
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["dataset"] = self.dataset.to_dict()
+        if self.api_key_env is None:
+            del out["api_key_env"]  # as the config has it: absent, not null
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Workload:
+        return cls(**{**data, "dataset": DatasetSpec.from_dict(data["dataset"])})
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """How a cell samples memory (`memory` of the config)."""
+
+    interval_s: float
+    baseline_samples: int  # samples before launch
+    floor_gib: float  # MemAvailable below this stops the server
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The config's settings for running any cell, the engine's readiness timeout over the
+    config's."""
+
+    host: str  # the address servers listen on
+    ready_timeout_s: float
+    memory: MemorySettings
+    context_guard: str  # fail | skip | size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "ready_timeout_s": self.ready_timeout_s,
+            "memory": {f.name: getattr(self.memory, f.name) for f in fields(self.memory)},
+            "context_guard": self.context_guard,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSettings:
+        return cls(**{**data, "memory": MemorySettings(**data["memory"])})
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One model x engine x quant x drafter x workload point with everything it needs to run."""
+    """One model x engine x quant x drafter x workload point with everything it needs to run.
+    The engine's and drafter's specs, the weights and the model's facts stay mappings: they are
+    the engine's flags and the config's open entries."""
 
     id: str
     model: str
@@ -41,8 +137,8 @@ class Cell:
     engine_spec: dict[str, Any]
     drafter_spec: dict[str, Any] | None
     drafter_weights: dict[str, Any] | None
-    workload_spec: dict[str, Any]
-    run: dict[str, Any]
+    workload_spec: Workload
+    run: RunSettings
     reference: dict[str, Any] = field(default_factory=dict)
     blocked: str | None = None
 
@@ -52,20 +148,63 @@ class Cell:
 
     @property
     def drafter_weights_key(self) -> str | None:
-        if not self.drafter_weights:
+        if not self.drafter_weights or self.drafter_spec is None:
             return None
         return f"{self.drafter_spec['model']}__{self.drafter_spec['quant']}"
 
     @property
     def concurrency(self) -> int:
-        return int(self.workload_spec["concurrency"])
+        return self.workload_spec.concurrency
+
+    @property
+    def engine_kind(self) -> str:
+        """The adapter that runs the cell (`engines.<name>.kind`)."""
+        return self.engine_spec["kind"]
+
+    @property
+    def has_drafter(self) -> bool:
+        return self.drafter != NO_DRAFTER
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data (canonical-JSON-able: the cell rule's params), as the config spells it."""
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        out["workload_spec"] = self.workload_spec.to_dict()
+        out["run"] = self.run.to_dict()
+        return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cell:
-        return cls(**data)
+    def from_dict(cls, data: Mapping[str, Any]) -> Cell:
+        return cls(
+            **{
+                **data,
+                "workload_spec": Workload.from_dict(data["workload_spec"]),
+                "run": RunSettings.from_dict(data["run"]),
+            }
+        )
+
+    @classmethod
+    def of(cls, cell: Cell | Mapping[str, Any]) -> Cell:
+        """The cell itself, or the cell its dict describes (Snakemake params carry dicts)."""
+        return cell if isinstance(cell, Cell) else cls.from_dict(cell)
+
+
+# A cell, or the plain dict `Cell.to_dict` makes of it (how Snakemake params carry one).
+CellData = Cell | Mapping[str, Any]
+
+
+def identity(cell: Cell) -> CellMetrics:
+    """What names a cell in its metrics.json, and in the summary row of a cell not run yet."""
+    return {
+        "cell": cell.id,
+        "model": cell.model,
+        "engine": cell.engine,
+        "quant": cell.quant,
+        "drafter": cell.drafter,
+        "workload": cell.workload,
+        "concurrency": cell.concurrency,
+        "num_prompts": cell.workload_spec.num_prompts,
+        "synthetic": cell.weights.get("source") == "synthetic",
+    }
 
 
 class Distribution(TypedDict, total=False):
@@ -85,6 +224,8 @@ class MemoryFigures(TypedDict, total=False):
     peak_delta_gib: float
     load_peak_delta_gib: float | None
     bench_peak_delta_gib: float | None
+    peak_delta_less_client_gib: float | None  # the drop less the load client's own RSS rise
+    client_rss_rise_peak_gib: float | None
     server_rss_peak_gib: float | None
     gpu_used_peak_gib: float | None
     interval_s: float

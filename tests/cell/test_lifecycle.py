@@ -27,13 +27,8 @@ from tests.support.engines import (
     smollm2_gguf,
 )
 from workflow_scripts.cell.run import CellInputs, run_cell
-from workflow_scripts.cell.server import (
-    ServerError,
-    ServerProcess,
-    reserve_port,
-    running,
-    wait_ready,
-)
+from workflow_scripts.process.ports import reserve_port
+from workflow_scripts.process.server import ServerError, ServerProcess, running, wait_ready
 
 PROBE = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
 
@@ -155,7 +150,7 @@ def test_hanging_start_times_out_and_is_killed(tmp_path):
 DRIVER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from workflow_scripts.cell.server import ServerProcess, running, sigterm_raises, wait_ready
+    from workflow_scripts.process.server import ServerProcess, running, sigterm_raises, wait_ready
     argv, port, log = sys.argv[1:-2], sys.argv[-2], Path(sys.argv[-1])
     with sigterm_raises():
         with running(ServerProcess(argv, log)) as server:

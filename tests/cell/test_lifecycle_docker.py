@@ -26,16 +26,11 @@ from tests.support.engines import (
     write_executable,
 )
 from workflow_scripts.cell.run import CellInputs, run_cell
-from workflow_scripts.cell.server import (
-    ServerError,
-    ServerProcess,
-    reserve_port,
-    running,
-    wait_ready,
-)
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import cell_server_command, cell_weights
 from workflow_scripts.engines.provision import provision
+from workflow_scripts.process.ports import reserve_port
+from workflow_scripts.process.server import ServerError, ServerProcess, running, wait_ready
 
 pytestmark = pytest.mark.standin
 

@@ -1,4 +1,4 @@
-"""Who used the machine during the bench (workflow_scripts.cell.machine_use): the arithmetic on
+"""Who used the machine during the bench (workflow_scripts.process.machine_use): the arithmetic on
 hand-made snapshots and memory samples, then real processes — a busy loop outside the server's
 and client's trees must count as other work and flag the cell, the same loop inside the server's
 or the client's tree must be charged there, and memory taken outside both trees must show while
@@ -18,9 +18,9 @@ import pytest
 
 from tests.fixtures.contract.make_contract import HERE as CONTRACT_DIR
 from tests.fixtures.contract.make_contract import structure
-from workflow_scripts.cell import machine_use as mu
-from workflow_scripts.cell.memory import KIB_PER_GIB, MemorySample, MemorySampler
 from workflow_scripts.config.matrix import load_schema
+from workflow_scripts.process import machine_use as mu
+from workflow_scripts.process.memory import KIB_PER_GIB, MemorySample, MemorySampler
 
 GIB_KIB = KIB_PER_GIB
 

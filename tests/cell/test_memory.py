@@ -10,9 +10,10 @@ import time
 import psutil
 import pytest
 
-from workflow_scripts.cell.memory import (
+from workflow_scripts.process.memory import (
     MemorySample,
     MemorySampler,
+    less_client_peaks,
     read_mem_available_kib,
     summarize_memory,
 )
@@ -61,6 +62,61 @@ def test_a_moving_baseline_is_flagged_and_no_baseline_gives_nulls():
 def test_gpu_peak_is_reported_in_gib():
     samples = [sample(0, "baseline", 100), sample(1, "bench", 90, gpu_mib=81_920.0)]
     assert summarize_memory(samples, 1.0)["gpu_used_peak_gib"] == pytest.approx(80.0)
+
+
+def with_client(t, phase, avail_mib, client_mib, server_mib=None):
+    """A sample with the load client's tree RSS (this process without the server)."""
+    server_kib = None if server_mib is None else server_mib * MIB
+    client_kib = None if client_mib is None else client_mib * MIB
+    return MemorySample(t, phase, avail_mib * MIB, server_kib, None, client_kib)
+
+
+def test_the_load_clients_own_growth_is_not_charged_to_the_server():
+    """The server takes 800, 900, 1000, 950 MiB; the client (100 MiB before launch) rises by 0,
+    100, 300, 500 MiB; MemAvailable drops by the sum. The drop holds the client, the drop less
+    the client does not: 1000 MiB, taken per sample (not the highest drop less the highest
+    rise, 1450 - 500)."""
+    gib = 1024  # MiB
+    samples = [
+        with_client(0.0, "baseline", 10_000, 100),
+        with_client(0.5, "baseline", 10_000, 100),
+        with_client(1.0, "load", 10_000 - 800, 100, 800),
+        with_client(1.5, "warmup", 10_000 - 1_000, 200, 900),
+        with_client(2.0, "bench", 10_000 - 1_300, 400, 1_000),
+        with_client(2.5, "bench", 10_000 - 1_450, 600, 950),
+        with_client(3.0, "teardown", 10_000, 100),
+    ]
+    mem = summarize_memory(samples, interval_s=0.5)
+    assert mem["peak_delta_gib"] == pytest.approx(1_450 / gib)  # the seeds' measure, as before
+    assert mem["bench_peak_delta_gib"] == pytest.approx(1_450 / gib)
+    assert mem["server_rss_peak_gib"] == pytest.approx(1_000 / gib)
+    assert less_client_peaks(samples) == {
+        "peak_delta_less_client_gib": pytest.approx(1_000 / gib),
+        "client_rss_rise_peak_gib": pytest.approx(500 / gib),
+    }
+    assert mem["peak_delta_less_client_gib"] == pytest.approx(1_000 / gib)  # in metrics.json
+
+
+def test_a_client_first_sampled_after_launch_is_measured_from_its_first_sample():
+    """Runs from before the client was watched from the baseline on: its first figure is its
+    baseline. With no client figure at all, nothing is taken off the drop."""
+    gib = 1024  # MiB
+    late = [
+        with_client(0.0, "baseline", 10_000, None),
+        with_client(1.0, "load", 9_000, None, 1_000),
+        with_client(2.0, "warmup", 8_900, 250, 1_000),
+        with_client(3.0, "bench", 8_700, 450, 1_000),
+    ]
+    peaks = less_client_peaks(late)
+    assert peaks["client_rss_rise_peak_gib"] == pytest.approx(200 / gib)
+    assert peaks["peak_delta_less_client_gib"] == pytest.approx(1_100 / gib)
+    unwatched = [sample(0, "baseline", 10_000), sample(1, "bench", 9_000, 1_000)]
+    peaks = less_client_peaks(unwatched)
+    assert peaks["peak_delta_less_client_gib"] == summarize_memory(unwatched, 1.0)["peak_delta_gib"]
+    assert peaks["client_rss_rise_peak_gib"] is None
+    nothing = {"peak_delta_less_client_gib": None, "client_rss_rise_peak_gib": None}
+    assert less_client_peaks([sample(0, "load", 5)]) == nothing  # no baseline
+    assert less_client_peaks([sample(0, "baseline", 5)]) == nothing  # never launched
 
 
 def test_reads_mem_available_from_the_kernel(tmp_path):
@@ -143,6 +199,68 @@ def test_sampler_sees_a_known_allocation():
         f"memory came from outside the guest on every try (MiB: {seen}): this "
         "machine's memory is ballooned by its host; RSS was checked"
     )
+
+
+def _client_that_grows(mib: int) -> subprocess.Popen:
+    """A child standing in for the load client: it touches `mib` MiB once it reads a line."""
+    program = f"import sys, time\nsys.stdin.readline()\n{allocate(mib)}"
+    return subprocess.Popen(
+        [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _measure_server_and_client() -> tuple[dict, float]:
+    """A 512 MiB server child, and a client child watched from the baseline on that grows by
+    256 MiB during the bench. Returns the summary and the memory that came from outside (MiB),
+    as in _measure_allocation."""
+    client = _client_that_grows(256)
+    sampler = MemorySampler(interval_s=0.1)
+    sampler.watch_client(client.pid)
+    server = None
+    try:
+        sampler.take_baseline(5)
+        sampler.start()
+        before = _meminfo_mib("MemFree", "AnonPages")
+        sampler.set_phase("load")
+        server = _start_allocator()
+        sampler.server_pid = server.pid
+        sampler.set_phase("bench")
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "allocated"
+        time.sleep(2.5)
+        during = _meminfo_mib("MemFree", "AnonPages")
+    finally:
+        for proc in (client, server):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        sampler.set_phase("teardown")
+        sampler.stop()
+    mem = summarize_memory(sampler.samples, sampler.interval_s)
+    mem.update(less_client_peaks(sampler.samples))
+    from_outside = (during["AnonPages"] - before["AnonPages"]) - (
+        before["MemFree"] - during["MemFree"]
+    )
+    return mem, from_outside
+
+
+def test_a_growing_client_is_sampled_apart_from_the_server():
+    """Real processes: the client's 256 MiB shows as its RSS rise (within 5 %) and never in the
+    server's RSS; on a try where MemAvailable is not moved from outside (see
+    test_sampler_sees_a_known_allocation), the drop holds both (768 MiB) and the drop less the
+    client only the server's 512 MiB, within 25 %. Up to 5 tries."""
+    seen = []
+    for _ in range(5):
+        mem, from_outside = _measure_server_and_client()
+        assert mem["client_rss_rise_peak_gib"] * 1024 == pytest.approx(256, rel=0.05)
+        assert mem["server_rss_peak_gib"] * 1024 == pytest.approx(512, rel=0.05)
+        seen.append(round(from_outside))
+        if abs(from_outside) < 64 and mem["baseline_quiet"]:
+            assert mem["peak_delta_gib"] * 1024 == pytest.approx(768, rel=0.25)
+            assert mem["peak_delta_less_client_gib"] * 1024 == pytest.approx(512, rel=0.25)
+            return
+    pytest.skip(f"memory came from outside the guest on every try (MiB: {seen}); RSS was checked")
 
 
 def test_watchdog_kills_the_process_below_the_floor():

@@ -289,16 +289,16 @@ def _drafter_cell(engine: dict, drafter: dict):
 
 
 def test_spec_result_prefers_per_response_fields_then_counters_then_the_running_mean():
-    from workflow_scripts.cell.run import _spec_result
+    from workflow_scripts.cell.specdecode import spec_result
 
     cell = _drafter_cell(
         {"kind": "sglang", "launch": "native", "binary": "sglang"}, {"kind": "ngram", "n_max": 3}
     )
     records = _generated([101], warmup=True) + _generated([301] * 4)
     readings = {"before": _sglang_reading(2.0), "after": _sglang_reading(2.5)}
-    assert _spec_result(cell, readings, records)["source"] == "server_info"
+    assert spec_result(cell, readings, records)["source"] == "server_info"
     records[1].spec_details = {"spec_verify_ct": 100, "spec_num_correct_drafts": 200}
-    assert _spec_result(cell, readings, records)["source"] == "request_fields"
+    assert spec_result(cell, readings, records)["source"] == "request_fields"
     records[1].spec_details = None
     llamacpp = _drafter_cell(
         {"kind": "llamacpp", "launch": "native", "binary": "x"},
@@ -309,13 +309,13 @@ def test_spec_result_prefers_per_response_fields_then_counters_then_the_running_
         "before": adapter.parse_spec_metrics(LLAMACPP_BEFORE),
         "after": adapter.parse_spec_metrics(LLAMACPP_AFTER),
     }
-    assert _spec_result(llamacpp, counters, records)["source"] == "metrics"
+    assert spec_result(llamacpp, counters, records)["source"] == "metrics"
 
 
 def test_cap_cancellations_flag_counter_acceptance_and_give_the_completed_only_rate():
     """llama.cpp adds a request's drafts to its counters when the slot is released (finished or
     cancelled), so at the time cap the counter deltas and the completed requests part ways."""
-    from workflow_scripts.cell.run import _spec_result
+    from workflow_scripts.cell.specdecode import spec_result
 
     cell = _drafter_cell(
         {"kind": "llamacpp", "launch": "native", "binary": "x"},
@@ -336,12 +336,12 @@ def test_cap_cancellations_flag_counter_acceptance_and_give_the_completed_only_r
         )
         for i, a in enumerate((8, 6))
     ]
-    spec = _spec_result(cell, counters, done)
+    spec = spec_result(cell, counters, done)
     assert spec["source"] == "metrics" and "cap_note" not in spec
     cancelled = [
         RequestRecord(index=5 + i, prompt_index=5 + i, status="incomplete") for i in range(3)
     ]
-    spec = _spec_result(cell, counters, done + cancelled)
+    spec = spec_result(cell, counters, done + cancelled)
     assert spec["acceptance_rate"] == pytest.approx(90 / 140)  # still the counters' figure
     assert spec["cap_note"].startswith("3 requests were cancelled at the time cap.")
     assert "acceptance rate is 0.700" in spec["cap_note"]  # (8 + 6) / 20, completed only

@@ -20,7 +20,7 @@ from workflow_scripts.engines.command import (
     with_env,
 )
 from workflow_scripts.engines.provision import EngineUnusable, provision
-from workflow_scripts.engines.venv import RECORD, VenvSpec, provision_venv
+from workflow_scripts.venv import RECORD, VenvSpec, provision_venv
 from workflow_scripts.vocabulary import ConfigError
 
 VLLM_VENV = {

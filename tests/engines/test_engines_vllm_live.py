@@ -13,6 +13,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,13 +32,15 @@ from tests.support.pipeline import (
     tiny_workload,
     write_config,
 )
-from workflow_scripts.cell.run import _spec_result, load_spec_for
-from workflow_scripts.cell.server import ServerProcess, reserve_port, wait_ready
+from workflow_scripts.cell.run import load_spec_for
+from workflow_scripts.cell.specdecode import spec_result
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import cell_server_command, cell_weights
-from workflow_scripts.loadgen.client import run_load
+from workflow_scripts.loadgen.client import RunOptions, run_load
 from workflow_scripts.loadgen.datasets import load_dataset
+from workflow_scripts.process.ports import reserve_port
+from workflow_scripts.process.server import ServerProcess, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -142,14 +145,14 @@ def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
         try:
             probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
             wait_ready(server, command.base_url, "/health", 900, probe)
-            prompts = load_dataset(cell.workload_spec["dataset"], 8).prompts
+            prompts = load_dataset(cell.workload_spec.dataset.to_dict(), 8).prompts
             texts: dict[str, str] = {}
 
             def at_warmup_end() -> None:
                 texts["before"] = requests.get(command.base_url + "/metrics", timeout=10).text
 
             spec = load_spec_for(cell, command.base_url, command.served_model)
-            load = run_load(spec, prompts, on_measure_start=at_warmup_end)
+            load = run_load(spec, prompts, RunOptions(on_measure_start=at_warmup_end))
             texts["after"] = requests.get(command.base_url + "/metrics", timeout=10).text
         finally:
             server.stop()
@@ -163,7 +166,7 @@ def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
     }
     assert deltas["spec_decode_num_drafts_total"] > 0, "no draft in the measured window"
     counters = {key: adapter.parse_spec_metrics(text) for key, text in texts.items()}
-    result = _spec_result(cell, counters, load.records)
+    result = spec_result(cell, counters, load.records)
     assert result["source"] == "metrics"
     assert result["acceptance_rate"] == pytest.approx(
         deltas["spec_decode_num_accepted_tokens_total"]
@@ -185,15 +188,19 @@ def _is_vllm(proc: psutil.Process) -> bool:
         return False
 
 
-def _vllm_processes() -> list[psutil.Process]:
-    """vLLM's processes (API server, EngineCore, workers) on the machine: run this test with no
-    other vLLM running (CI does), or it may pick another run's server."""
-    return [proc for proc in psutil.process_iter() if _is_vllm(proc)]
+def _vllm_processes(root: int) -> list[psutil.Process]:
+    """vLLM's processes (API server, EngineCore, workers) under `root`, the process the test
+    launched: never another vLLM on the machine, which the test would kill."""
+    try:
+        descendants = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [proc for proc in descendants if _is_vllm(proc)]
 
 
-def _loaded_server() -> psutil.Process | None:
-    """The vLLM API server once it runs requests (num_requests_running > 0)."""
-    for proc in _vllm_processes():
+def _loaded_server(root: int) -> psutil.Process | None:
+    """The vLLM API server under `root` once it runs requests (num_requests_running > 0)."""
+    for proc in _vllm_processes(root):
         try:
             line = proc.cmdline()
         except psutil.Error:
@@ -232,6 +239,29 @@ def _still_alive(processes: list[psutil.Process], settle_s: float = 10.0) -> lis
         time.sleep(0.5)
 
 
+def test_the_kill_test_targets_only_the_vllm_its_own_run_started():
+    """A vLLM-looking process the test did not launch (a user's server) is never found, so never
+    killed; one its launched process started is. Both are sleeping Pythons named like vLLM."""
+    sleeper = ["-c", "import time; time.sleep(60)", "-m", VLLM_MARKER, "--port"]
+    users = subprocess.Popen([sys.executable, *sleeper, "1"])
+    launched = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; "
+         "subprocess.Popen([sys.executable, *sys.argv[1:]]); time.sleep(60)", *sleeper, "2"]
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while not (found := _vllm_processes(launched.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p.ppid() for p in found] == [launched.pid]
+        assert users.pid not in [p.pid for p in found]
+    finally:
+        for proc in (users, launched):
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+            proc.wait()
+
+
 def test_killing_the_vllm_server_mid_run_leaves_no_vllm_process(tmp_path):
     """SIGKILL to vLLM's API server while the load runs: the cell fails naming the signal, and
     no EngineCore or worker outlives it (the whole process tree, by psutil)."""
@@ -246,7 +276,7 @@ def test_killing_the_vllm_server_mid_run_leaves_no_vllm_process(tmp_path):
     try:
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline and run.poll() is None and not tree:
-            server = _loaded_server()
+            server = _loaded_server(run.pid)
             if server is not None:
                 tree = [server, *server.children(recursive=True)]
                 assert len(tree) >= 2, "vLLM starts an engine-core process beside its API server"
@@ -289,7 +319,7 @@ def test_both_engines_see_the_same_prompt_tokens_on_weights_converted_both_ways(
     assert done.returncode == 0, done.stderr[-4000:]
     results = tmp_path / "results"
     cells = {c.engine: c for c in build_cells(validate_config(config))}
-    prompts = load_dataset(cells["vllm-cpu"].workload_spec["dataset"], 40).prompts
+    prompts = load_dataset(cells["vllm-cpu"].workload_spec.dataset.to_dict(), 40).prompts
 
     def served_prompt_tokens(engine: str) -> list[int | None]:
         """One engine's server, started, asked for every prompt's count, stopped. The two

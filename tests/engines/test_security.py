@@ -23,14 +23,15 @@ from tests.support.engines import (
     smollm2_gguf,
 )
 from workflow_scripts.cell.run import CellInputs, load_spec_for, run_cell
-from workflow_scripts.cell.server import ServerProcess, reserve_port, running, wait_ready
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import cell_server_command, cell_weights
-from workflow_scripts.engines.server_auth import server_api_key
-from workflow_scripts.loadgen.client import run_load
+from workflow_scripts.loadgen.client import RunOptions, run_load
 from workflow_scripts.loadgen.command import client_argv
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.process.auth import server_api_key
+from workflow_scripts.process.ports import reserve_port
+from workflow_scripts.process.server import ServerProcess, running, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-bench-Zq8rT2vX9wLm4Kp7"
@@ -95,7 +96,7 @@ def test_the_server_listens_where_the_config_says_and_loopback_by_default(
 ):
     """The configured address is another loopback one, so the test exposes nothing."""
     cell = llama_cell(binary, **({"host": host} if host else {}))
-    with reserve_port(cell.run["host"]) as lease:
+    with reserve_port(cell.run.host) as lease:
         command = command_for(cell, gguf, lease.port)
         server = ServerProcess.for_command(command, tmp_path / "server.log")
         with running(server):
@@ -129,7 +130,9 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
             spec = load_spec_for(cell, command.base_url, None)  # the key the cell would send
             assert spec.api_key == KEY and KEY not in repr(spec)
             assert KEY not in json.dumps(spec.public()) and spec.public()["api_key_set"]
-            sent = compute_metrics(run_load(spec, PROMPTS, progress=False).records, False)
+            sent = compute_metrics(
+                run_load(spec, PROMPTS, RunOptions(progress=False)).records, False
+            )
             assert sent["completed"] == 3 and sent["errors"] == 0
             unkeyed = load_spec_for(
                 llama_cell(
@@ -141,7 +144,9 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
                 None,
             )
             assert unkeyed.api_key is None
-            refused = compute_metrics(run_load(unkeyed, PROMPTS, progress=False).records, False)
+            refused = compute_metrics(
+                run_load(unkeyed, PROMPTS, RunOptions(progress=False)).records, False
+            )
             assert refused["completed"] == 0 and refused["errors_by_reason"] == {"http_401": 3}
 
             # The standalone client's command line a card prints names the variable, not the key.

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from workflow_scripts.loadgen.client import LoadSpec, _arrival_offsets, run_load
+from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.closed_loop import _arrival_offsets
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import INCOMPLETE, OK
@@ -46,7 +47,7 @@ def test_in_flight_requests_are_cancelled_after_grace_and_counted_incomplete(sta
         base_url=url, concurrency=2, max_tokens=8, warmup_requests=0, max_seconds=0.3, grace_s=0.3
     )
     begun = time.perf_counter()
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     wall_s = time.perf_counter() - begun
     # bounded: the cap plus grace plus setup, far from the 200 s the streams would take
     assert wall_s < spec.max_seconds + spec.grace_s + 5
@@ -67,7 +68,7 @@ def test_requests_that_finish_within_grace_are_completed(standin):
         base_url=url, concurrency=2, max_tokens=8, warmup_requests=0, max_seconds=0.1, grace_s=20
     )
     begun = time.perf_counter()
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     assert time.perf_counter() - begun < 10  # no waiting out the grace once all are done
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
     assert [r.status for r in load.records] == [OK, OK]
@@ -81,7 +82,7 @@ def test_no_cap_means_every_prompt_runs(standin):
     load = run_load(
         LoadSpec(base_url=url, concurrency=3, max_tokens=8, warmup_requests=2),
         PROMPTS,
-        progress=False,
+        RunOptions(progress=False),
     )
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
     assert not load.hit_time_cap and load.not_started == 0
@@ -105,7 +106,7 @@ def test_poisson_arrivals_are_seeded_and_never_early(standin):
         request_rate=20.0,
         arrival_seed=3,
     )
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     planned = _arrival_offsets(len(PROMPTS), 20.0, 3)
     assert all(r.status == OK for r in load.records)
     assert all(r.sent_s >= planned[r.index] for r in load.records)
@@ -124,7 +125,7 @@ def test_arrivals_after_the_cap_are_not_started(standin):
         grace_s=1,
     )
     planned = _arrival_offsets(len(PROMPTS), 0.5, 1)
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     assert load.hit_time_cap
     assert len(load.records) == sum(1 for t in planned if t < 0.5)
 
@@ -140,7 +141,7 @@ def test_the_cap_holds_across_several_processes(standin):
         grace_s=0.3,
         processes=2,
     )
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
     assert load.hit_time_cap
     assert (metrics["completed"], metrics["errors"], metrics["incomplete"]) == (0, 0, 4)

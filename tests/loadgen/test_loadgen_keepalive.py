@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from workflow_scripts.loadgen.client import LoadSpec, run_load
+from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
 
@@ -56,7 +56,7 @@ def test_server_that_closes_after_every_answer(standin, concurrency):
 
     url = standin.start(answering(standin, connections, close_now))
     spec = LoadSpec(base_url=url, concurrency=concurrency, max_tokens=3, warmup_requests=1)
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = check_clean(load, spec)
     # each worker resends at most twice, then knows to open a fresh connection per request
     assert metrics["retries"] <= 2 * concurrency
@@ -75,7 +75,7 @@ def test_server_that_closes_idle_connections(standin):
 
     url = standin.start(answering(standin, connections, close_when_idle))
     spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=0, request_rate=60.0)
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     check_clean(load, spec)
 
 
@@ -88,7 +88,7 @@ def test_connections_are_reused_when_the_server_keeps_them(standin):
 
     url = standin.start(answering(standin, connections, keep))
     spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=2)
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = check_clean(load, spec)
     assert metrics["retries"] == 0
     assert len(connections) == 4 + 2  # one per worker, one per warmup request
@@ -107,7 +107,7 @@ def test_connection_close_header_is_honoured(standin):
 
     url = standin.start(handler)
     spec = LoadSpec(base_url=url, concurrency=2, max_tokens=3, warmup_requests=0)
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = check_clean(load, spec)
     assert metrics["retries"] == 0  # never tried to reuse: no resend needed
     assert len(connections) == len(PROMPTS)
@@ -122,7 +122,7 @@ def test_several_processes_merge_into_one_run(standin):
 
     url = standin.start(answering(standin, connections, keep))
     spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=1, processes=2)
-    load = run_load(spec, PROMPTS, progress=False)
+    load = run_load(spec, PROMPTS, RunOptions(progress=False))
     check_clean(load, spec)
     measured = [r for r in load.records if not r.warmup]
     assert [r.index for r in measured] == list(range(len(PROMPTS)))  # each prompt exactly once

@@ -16,10 +16,10 @@ import pytest
 
 from tests.support.engines import llama_server_binary
 from tests.support.models import SMOLLM2_WEIGHTS
-from workflow_scripts.cell.server import free_port
-from workflow_scripts.loadgen.client import LoadSpec, run_load
+from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.process.ports import free_port
 from workflow_scripts.weights.fetch import fetch_weights
 
 pytestmark = pytest.mark.slow
@@ -96,7 +96,7 @@ def test_token_counts_agree_with_the_server(llama_server, concurrency):
     spec = LoadSpec(
         base_url=llama_server, concurrency=concurrency, max_tokens=16, warmup_requests=1
     )
-    load = run_load(spec, prompts, progress=False)
+    load = run_load(spec, prompts, RunOptions(progress=False))
     after = counters(llama_server)
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
     assert metrics["errors"] == 0, metrics["errors_by_reason"]

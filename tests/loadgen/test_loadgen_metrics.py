@@ -229,10 +229,17 @@ def test_bodies_framed_by_length_or_by_close():
     reader = read_response(r, [(by_length % len(body) + body, 0.1)])
     assert r.status == OK and reader.body_done and reader.keep_alive
     by_close = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
-    body_no_done = b"data: " + json.dumps(content("x")).encode() + b"\n\n"
+    finished = {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "stop"}]}
+    body_no_done = b"data: " + json.dumps(finished).encode() + b"\n\n"
     r2 = RequestRecord(0, 0)
     read_response(r2, [(by_close + body_no_done, 0.1)], eof_s=0.3)
     assert r2.status == OK and r2.e2e_s == 0.3 and r2.completion_tokens == 1
+    # the same body cut before any finish_reason or [DONE] is not a completed answer
+    cut = RequestRecord(0, 0)
+    read_response(
+        cut, [(by_close + b"data: " + json.dumps(content("x")).encode() + b"\n\n", 0.1)], 0.3
+    )
+    assert cut.status == ERROR and cut.error == "truncated", cut
 
 
 def test_a_non_streamed_json_answer_is_one_chunk():

@@ -15,10 +15,10 @@ import urllib.request
 import pytest
 
 from tests.support.outputs import REPO
-from workflow_scripts.cell.machine_use import client_use, process_cpu_s, take_snapshot
 from workflow_scripts.loadgen import processes as lp
-from workflow_scripts.loadgen.client import LoadSpec, run_load
+from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.process.machine_use import client_use, process_cpu_s, take_snapshot
 
 PROMPTS = [Prompt(i, f"req-{i} tell me about the sea") for i in range(16)]
 
@@ -87,8 +87,8 @@ def test_the_measured_end_is_read_before_the_load_processes_are_reaped(pacing_se
         snapshots.append(take_snapshot([server_pid]))
 
     spec = LoadSpec(base_url=url, concurrency=8, max_tokens=40, warmup_requests=1, processes=2)
-    load = run_load(spec, PROMPTS, progress=False, on_measure_start=snapshot,
-                    on_measure_end=snapshot)  # fmt: skip
+    options = RunOptions(progress=False, on_measure_start=snapshot, on_measure_end=snapshot)
+    load = run_load(spec, PROMPTS, options)
     assert sum(r.status == "ok" for r in load.records if not r.warmup) == len(PROMPTS)
     assert load.processes.processes == 2 and load.processes.source == lp.SET
     start, end = snapshots

@@ -16,7 +16,8 @@ from tests.support.outputs import (
     cell_files,
     fixture_metrics,
 )
-from workflow_scripts.outputs import cards, labels
+from workflow_scripts.outputs import card as cards
+from workflow_scripts.outputs import labels
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = [

@@ -1,7 +1,7 @@
 """The client and interference checks where people read them: summary.csv's columns, a line per
 flagged cell in summary.md's intro (the way a drifting cell is listed), a section on the card,
 and a cell's repeats keeping a flag any one of them raised. The checks' objects are computed
-by workflow_scripts.cell.machine_use from hand-made snapshots, as a run computes them from real
+by workflow_scripts.process.machine_use from hand-made snapshots, as a run computes them from real
 ones."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from tests.support.outputs import BASE, BASE_C4, DRAFTER, cell_by_id, fixture_cells, fixture_metrics
-from workflow_scripts.cell import machine_use as mu
-from workflow_scripts.cell.memory import KIB_PER_GIB, MemorySample
-from workflow_scripts.outputs import cards, tables, writers
+from workflow_scripts.outputs import card as cards
+from workflow_scripts.outputs import tables, writers
 from workflow_scripts.outputs.repeats import combine
+from workflow_scripts.process import machine_use as mu
+from workflow_scripts.process.memory import KIB_PER_GIB, MemorySample
 
 
 def checks(busiest_s: float, other_s: float, other_mem_gib: float = 0.0) -> dict:

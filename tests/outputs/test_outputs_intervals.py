@@ -10,8 +10,8 @@ import pytest
 from tests.support.outputs import BASE, DRAFTER, FAILED, FIXTURES, fixture_cells, fixture_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs import spec_gain, tables, writers
+from workflow_scripts.outputs.changes import NO_DIFFERENCE
 from workflow_scripts.outputs.compact import compact_view, summary_row
-from workflow_scripts.outputs.stats import NO_DIFFERENCE
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from tests.support.outputs import (
     fixture_cells,
     fixture_metrics,
 )
-from workflow_scripts.cell.memory import PHASES
 from workflow_scripts.outputs import plots, plots_cell
 from workflow_scripts.outputs.spec_gain import SPEC_GAIN_COLUMNS, spec_gain_table
 from workflow_scripts.outputs.tables import merge_with_cells, summary_table
+from workflow_scripts.process.memory import PHASES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -158,6 +158,7 @@ COMPACT_HEADERS = [
     "ttft_median_ms",
     "tpot_median_ms",
     "peak_mem_gib",
+    "server_rss_peak_gib",
     "acceptance_rate",
     "acceptance_length",
     "reason",

@@ -11,7 +11,8 @@ import pytest
 
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR, OK, RequestRecord
-from workflow_scripts.outputs import stats
+from workflow_scripts.outputs import changes as change_stats
+from workflow_scripts.outputs import stability, stats
 
 TTFT_MEDIAN_MS = 100.0
 TPOT_MEDIAN_MS = 20.0
@@ -125,7 +126,7 @@ def _paired_trials(trials, tpot_scale, seed):
         tokens = rng.integers(20, 200, size=100)  # the same prompts, the same answers
         base = simulate_run(rng, completion=tokens, noise=0.1)
         new = simulate_run(rng, completion=tokens, noise=0.1, tpot_scale=tpot_scale)
-        changes = stats.paired_changes(base, new, resamples=1000)
+        changes = change_stats.paired_changes(base, new, resamples=1000)
         for name in verdicts:
             verdicts[name].append(changes[name].verdict)
     return verdicts
@@ -134,9 +135,9 @@ def _paired_trials(trials, tpot_scale, seed):
 def test_paired_comparison_detects_a_planted_ten_percent_speed_up():
     verdicts = _paired_trials(200, tpot_scale=1 / 1.1, seed=11)
     for name in ("decode_tok_s", "tpot_median_ms"):
-        assert verdicts[name].count(stats.FASTER) / 200 >= 0.95, name
+        assert verdicts[name].count(change_stats.FASTER) / 200 >= 0.95, name
     # TTFT was not changed: no difference there
-    assert verdicts["ttft_median_ms"].count(stats.NO_DIFFERENCE) / 200 >= 0.93
+    assert verdicts["ttft_median_ms"].count(change_stats.NO_DIFFERENCE) / 200 >= 0.93
 
 
 def _as_run(records):
@@ -173,18 +174,18 @@ def test_paired_rate_change_says_no_difference_for_95_percent_of_relabelings(len
         tokens = np.minimum(20 + rng.pareto(1.2, size=60) * 60, 2000).astype(int)
     base = simulate_run(rng, n=60, completion=tokens, noise=0.1)
     new = simulate_run(rng, n=60, completion=tokens, noise=0.1)
-    swaps = stats.relabeling_swaps(60, 256)
+    swaps = change_stats.relabeling_swaps(60, 256)
     assert not swaps[0].any() and len({row.tobytes() for row in swaps}) == 256  # a group
     calls = []
     for swap in swaps:
         b = _as_run([n if s else o for o, n, s in zip(base, new, swap, strict=True)])
         m = _as_run([o if s else n for o, n, s in zip(base, new, swap, strict=True)])
-        changes = stats.paired_changes(b, m, figures=stats.RATE_FIGURES, relabelings=256)
+        changes = change_stats.paired_changes(b, m, figures=stats.RATE_FIGURES, relabelings=256)
         calls.append(changes)
     for name in stats.RATE_FIGURES:
         verdicts = [c[name].verdict for c in calls]
-        assert verdicts.count(stats.NO_DIFFERENCE) >= 0.95 * len(swaps), (name, verdicts)
-        assert calls[0][name].source == stats.RANDOMIZATION
+        assert verdicts.count(change_stats.NO_DIFFERENCE) >= 0.95 * len(swaps), (name, verdicts)
+        assert calls[0][name].source == change_stats.RANDOMIZATION
 
 
 def test_paired_medians_report_no_difference_between_runs_of_one_distribution():
@@ -197,9 +198,9 @@ def test_paired_medians_report_no_difference_between_runs_of_one_distribution():
         tokens = rng.integers(20, 200, size=100)
         base = simulate_run(rng, completion=tokens, noise=0.1)
         new = simulate_run(rng, completion=tokens, noise=0.1)
-        changes = stats.paired_changes(base, new, figures=tuple(counts), resamples=1000)
+        changes = change_stats.paired_changes(base, new, figures=tuple(counts), resamples=1000)
         for name in counts:
-            counts[name] += changes[name].verdict == stats.NO_DIFFERENCE
+            counts[name] += changes[name].verdict == change_stats.NO_DIFFERENCE
             assert changes[name].source == stats.BOOTSTRAP
     assert all(c / 1000 >= 0.95 for c in counts.values()), counts
 
@@ -210,23 +211,27 @@ def test_paired_change_uses_only_prompts_both_completed():
     base = simulate_run(rng, n=50, completion=tokens)
     new = simulate_run(rng, n=50, completion=tokens, tpot_scale=0.5)
     new[0] = RequestRecord(index=0, prompt_index=0, status=ERROR, e2e_s=0.01)
-    change = stats.paired_changes(base, new, resamples=500)["decode_tok_s"]
+    change = change_stats.paired_changes(base, new, resamples=500)["decode_tok_s"]
     assert change.common_prompts == 49
-    assert change.verdict == stats.FASTER
+    assert change.verdict == change_stats.FASTER
     assert change.lo_pct < change.change_pct < change.hi_pct
-    latency = stats.paired_changes(base, new, resamples=500)["tpot_median_ms"]
+    latency = change_stats.paired_changes(base, new, resamples=500)["tpot_median_ms"]
     assert latency.change_pct == pytest.approx(-50, abs=10)
-    assert latency.verdict == stats.FASTER  # lower TPOT is faster
+    assert latency.verdict == change_stats.FASTER  # lower TPOT is faster
 
 
 def test_repeat_changes_from_figures_alone():
-    change = stats.repeat_changes([100.0, 101.0, 99.0], [110.0, 111.0, 109.0], "decode_tok_s")
+    change = change_stats.repeat_changes(
+        [100.0, 101.0, 99.0], [110.0, 111.0, 109.0], "decode_tok_s"
+    )
     assert change.change_pct == pytest.approx(10.0)
-    assert change.verdict == stats.FASTER and change.source == stats.REPEATS
-    same = stats.repeat_changes([100.0, 104.0, 96.0], [101.0, 97.0, 103.0], "decode_tok_s")
-    assert same.verdict == stats.NO_DIFFERENCE
-    slower_latency = stats.repeat_changes([10.0, 10.2, 9.8], [12.0, 12.1, 11.9], "ttft_median_ms")
-    assert slower_latency.verdict == stats.SLOWER
+    assert change.verdict == change_stats.FASTER and change.source == stats.REPEATS
+    same = change_stats.repeat_changes([100.0, 104.0, 96.0], [101.0, 97.0, 103.0], "decode_tok_s")
+    assert same.verdict == change_stats.NO_DIFFERENCE
+    slower_latency = change_stats.repeat_changes(
+        [10.0, 10.2, 9.8], [12.0, 12.1, 11.9], "ttft_median_ms"
+    )
+    assert slower_latency.verdict == change_stats.SLOWER
 
 
 def _slow_start(records, factor):
@@ -256,14 +261,14 @@ def _slow_start(records, factor):
 def test_stability_flags_a_slow_start_and_not_a_steady_run():
     rng = np.random.default_rng(30)
     steady = simulate_run(rng, n=200, noise=0.1)
-    found = stats.stability(steady, resamples=500)
+    found = stability.stability(steady, resamples=500)
     assert found is not None and not found.flagged and found.note() == ""
     assert len(found.parts_tok_s) == 10
-    warming = stats.stability(_slow_start(steady, 2.0), resamples=500)
+    warming = stability.stability(_slow_start(steady, 2.0), resamples=500)
     assert warming.flagged
     assert warming.change_pct == pytest.approx(100, abs=25)  # the last tenth about twice as fast
     assert "from the first tenth" in warming.note()
-    assert stats.stability(simulate_run(rng, n=19)) is None  # too few requests a tenth
+    assert stability.stability(simulate_run(rng, n=19)) is None  # too few requests a tenth
 
 
 def test_stability_false_alarms_are_rare():
@@ -271,7 +276,7 @@ def test_stability_false_alarms_are_rare():
     well under 5 % of the time."""
     rng = np.random.default_rng(31)
     flagged = sum(
-        stats.stability(simulate_run(rng, n=100), resamples=300).flagged for _ in range(100)
+        stability.stability(simulate_run(rng, n=100), resamples=300).flagged for _ in range(100)
     )
     assert flagged <= 3
 

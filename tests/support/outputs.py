@@ -10,7 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
-from workflow_scripts.cell.run import write_blocked
+from workflow_scripts.cell.record import write_blocked
 from workflow_scripts.config.matrix import load_cells
 from workflow_scripts.vocabulary import Cell
 

@@ -8,7 +8,8 @@ $STANDIN_DOCKER_STATE/calls.jsonl) and behaves like docker enough to be driven:
   (no network namespace here), `-e` sets the environment. Attached runs stream the log and proxy
   SIGTERM/SIGINT like `--sig-proxy`; killing the client leaves the "container" running.
 - `inspect -f {{.State.Running}}|{{.Image}} NAME`, `image inspect --format {{json .}} IMAGE`,
-  `pull IMAGE`, `logs -f NAME`, `rm -f NAME` (kills the container's process group).
+  `pull IMAGE`, `logs -f NAME`, `rm -f NAME` (kills the container's process group), `ps`
+  (the running containers' names, one a line; its options are ignored).
 """
 
 from __future__ import annotations
@@ -222,6 +223,14 @@ def cmd_rm(args: list[str]) -> int:
     return 0
 
 
+def cmd_ps(args: list[str]) -> int:
+    folder = STATE / "containers"
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if _running(json.loads(path.read_text())["pid"]):
+            print(path.stem)
+    return 0
+
+
 def main() -> int:
     args = sys.argv[1:]
     with open(STATE / "calls.jsonl", "a") as calls:
@@ -233,6 +242,7 @@ def main() -> int:
         "image": cmd_image,
         "pull": cmd_pull,
         "rm": cmd_rm,
+        "ps": cmd_ps,
     }
     if not args or args[0] not in commands:
         print(f"standin docker: unsupported command {args[:1]}", file=sys.stderr)

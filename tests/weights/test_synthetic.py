@@ -20,10 +20,9 @@ import yaml
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 
 from tests.support.engines import llama_server_binary
-from workflow_scripts.cell.run import identity
-from workflow_scripts.cell.server import free_port
 from workflow_scripts.config.matrix import build_cells, validate_config
-from workflow_scripts.vocabulary import ConfigError
+from workflow_scripts.process.ports import free_port
+from workflow_scripts.vocabulary import ConfigError, identity
 from workflow_scripts.weights.fetch import fetch_weights, weights_dependencies
 from workflow_scripts.weights.synthetic import LlamaShape, SyntheticError, Tokenizer, build_gguf
 

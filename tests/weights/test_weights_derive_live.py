@@ -31,7 +31,8 @@ import requests
 
 from tests.support.engines import smollm2_chain_quants
 from tests.support.pipeline import run_snakemake, write_config
-from workflow_scripts.cell.server import ServerProcess, reserve_port, running, wait_ready
+from workflow_scripts.process.ports import reserve_port
+from workflow_scripts.process.server import ServerProcess, running, wait_ready
 
 pytestmark = pytest.mark.slow
 

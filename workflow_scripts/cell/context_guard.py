@@ -20,14 +20,16 @@ import dataclasses
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..engines.base import EngineAdapter
 from ..engines.command import cell_server_command, cell_weights
 from ..loadgen.datasets import Prompt
-from ..vocabulary import Cell
-from .server import ServerProcess, reserve_port, running, wait_ready
+from ..process.serve import ServerLaunch
+from ..redact import redact
+from ..vocabulary import NO_DRAFTER, Cell
 
 COUNT_WORKERS = 4
 
@@ -85,19 +87,19 @@ def guard_prompts(
 ) -> tuple[list[Prompt], ContextGuardReport]:
     """The prompts to send and the report; call `report.enforce()` before loading."""
     workload = cell.workload_spec
-    max_tokens = int(workload["max_tokens"])
+    max_tokens = workload.max_tokens
     per_slot = None
     if adapter.splits_context:
         per_slot = adapter.served_per_slot_context(base_url) or adapter.per_slot_context(cell)
     report = ContextGuardReport(
-        policy=cell.run["context_guard"],
+        policy=cell.run.context_guard,
         per_slot_context=per_slot,
         max_tokens=max_tokens,
         sizing=sizing,
     )
     if per_slot is None:
         return list(prompts), report
-    counts = count_tokens(adapter, base_url, prompts, workload["endpoint"])
+    counts = count_tokens(adapter, base_url, prompts, workload.endpoint)
     report.checked = len(counts)
     report.longest_prompt_tokens = max(counts.values(), default=None)
     kept = []
@@ -127,7 +129,7 @@ def with_settings(cell: Cell, overrides: dict[str, Any], drop_drafter: bool = Fa
     if not drop_drafter:
         return dataclasses.replace(cell, engine_spec=engine_spec)
     return dataclasses.replace(
-        cell, engine_spec=engine_spec, drafter="none", drafter_spec=None, drafter_weights=None
+        cell, engine_spec=engine_spec, drafter=NO_DRAFTER, drafter_spec=None, drafter_weights=None
     )
 
 
@@ -145,19 +147,15 @@ def size_before_launch(
         return cell, None  # every sequence gets the whole context: nothing to size
     counting = with_settings(cell, adapter.tokenizer_only_settings(cell), drop_drafter=True)
     weights, _ = cell_weights(counting, weights_manifest, None)
-    with reserve_port(cell.run["host"]) as lease:
-        command = cell_server_command(counting, adapter, engine_info, weights, None, lease.port)
-        server = ServerProcess.for_command(command, log_path)
-        with running(server):
-            wait_ready(
-                server, command.base_url, adapter.health_path, float(cell.run["ready_timeout_s"])
-            )
-            counts = count_tokens(
-                adapter, command.base_url, prompts, cell.workload_spec["endpoint"]
-            )
-            trained = adapter.trained_context(command.base_url)
+    command_for = partial(cell_server_command, counting, adapter, engine_info, weights, None)
+    with ServerLaunch.reserve(command_for, log_path, cell.run.host) as launch:
+        launch.start()
+        launch.wait_ready(adapter.health_path, cell.run.ready_timeout_s)
+        counts = count_tokens(adapter, launch.base_url, prompts, cell.workload_spec.endpoint)
+        trained = adapter.trained_context(launch.base_url)
+    command = launch.command
     longest = max(counts.values(), default=0)
-    needed = longest + int(cell.workload_spec["max_tokens"])
+    needed = longest + cell.workload_spec.max_tokens
     per_slot = min(needed, trained) if trained else needed
     settings = adapter.sized_settings(cell, per_slot)
     record = {
@@ -166,6 +164,6 @@ def size_before_launch(
         "trained_context": trained,
         "configured_per_slot_context": adapter.per_slot_context(cell),
         "settings": settings,
-        "command": command.argv,
+        "command": redact(command.argv),
     }
     return with_settings(cell, settings), record

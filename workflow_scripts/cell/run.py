@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import socket
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from ..atomic import atomic_open, write_json, write_text
 from ..engines import adapter_for
 from ..engines.base import EngineAdapter, SpecCounters
 from ..engines.command import (
@@ -31,32 +29,23 @@ from ..engines.command import (
     request_fields,
 )
 from ..engines.provision import native_build_mismatch
-from ..engines.server_auth import auth_headers, client_api_key, engine_api_key, server_api_key
-from ..loadgen.client import LoadResult, LoadSpec, run_load
+from ..loadgen.client import LoadResult, LoadSpec, RunOptions, run_load
 from ..loadgen.command import client_argv
 from ..loadgen.datasets import Dataset, Prompt, load_dataset
 from ..loadgen.metrics import compute_metrics
+from ..process.auth import auth_headers, client_api_key, engine_api_key, server_api_key
+from ..process.leftovers import end_leftovers
+from ..process.machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
+from ..process.memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
+from ..process.serve import ServerLaunch
+from ..process.server import ServerError, ServerProcess, sigterm_raises
+from ..redact import redact
 from ..terminal import say
-from ..vocabulary import Cell, CellMetrics, Status
-from .context_guard import guard_prompts, size_before_launch
+from ..vocabulary import Cell, CellMetrics, Status, identity
+from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
 from .failures import bump_failures
-from .machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
-from .memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
-from .server import (
-    PortLease,
-    ServerError,
-    ServerProcess,
-    reserve_port,
-    sigterm_raises,
-    wait_ready,
-)
-from .specdecode import (
-    acceptance_from_counters,
-    acceptance_from_request_fields,
-    acceptance_from_server_info,
-    acceptance_from_timings,
-    cap_note,
-)
+from .record import host_info, weights_provenance, write_blocked, write_outputs
+from .specdecode import spec_result
 
 
 @dataclass(frozen=True)
@@ -72,54 +61,22 @@ class CellInputs:
     thresholds: Thresholds = Thresholds()  # the config's `checks`: they decide flags only
 
 
-def host_info(gpu_devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "hostname": socket.gethostname(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "kernel": platform.release(),
-        "gpus": gpu_devices or [],
-        "driver": (gpu_devices or [{}])[0].get("driver") if gpu_devices else None,
-    }
-
-
-def identity(cell: Cell) -> CellMetrics:
-    return {
-        "cell": cell.id,
-        "model": cell.model,
-        "engine": cell.engine,
-        "quant": cell.quant,
-        "drafter": cell.drafter,
-        "workload": cell.workload,
-        "concurrency": cell.concurrency,
-        "num_prompts": cell.workload_spec["num_prompts"],
-        "synthetic": cell.weights.get("source") == "synthetic",
-    }
-
-
 def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSpec:
     w = cell.workload_spec
     return LoadSpec(
         base_url=base_url,
-        concurrency=int(w["concurrency"]),
-        max_tokens=int(w["max_tokens"]),
+        concurrency=w.concurrency,
+        max_tokens=w.max_tokens,
         model=served_model,
-        endpoint=w["endpoint"],
-        temperature=float(w["temperature"]),
-        ignore_eos=bool(w["ignore_eos"]),
-        request_rate=w["request_rate"],
-        max_seconds=w["max_seconds"],
-        grace_s=float(w["grace_s"]),
-        warmup_requests=int(w["warmup_requests"]),
-        request_timeout_s=float(w["request_timeout_s"]),
+        endpoint=w.endpoint,
+        # float(): a YAML `0` is an int, and metrics.json's `load` records these as floats
+        temperature=float(w.temperature),
+        ignore_eos=w.ignore_eos,
+        request_rate=w.request_rate,
+        max_seconds=w.max_seconds,
+        grace_s=float(w.grace_s),
+        warmup_requests=w.warmup_requests,
+        request_timeout_s=float(w.request_timeout_s),
         api_key=client_api_key(cell),
         extra_body=request_fields(cell),
     )
@@ -143,7 +100,7 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
     scrape, tear down, record; a failure at any of them is the cell's result."""
     cell, out = inputs.cell, inputs.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    adapter = adapter_for(cell.engine_spec["kind"])
+    adapter = adapter_for(cell.engine_kind)
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result: CellMetrics = {
         **identity(cell),
@@ -157,32 +114,44 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
     log_path.unlink(missing_ok=True)
     try:
         with sigterm_raises(), server_api_key(engine_api_key(cell)):
+            end_leftovers(running_record(inputs))  # before the baseline: a leftover skews it
             check_inputs(inputs)
-            plan = plan_launch(inputs, adapter, result)
-            server = ServerProcess.for_command(plan.command, log_path)
+            dataset = load_prompts(cell)
+            result.update(dataset_facts(dataset))
+            plan = plan_launch(inputs, adapter, dataset, log_path)
+            result.update(launch_facts(plan, inputs.engine_info))
+            server = plan.launch.server
             sampler = memory_sampler(plan.cell, server)
             start_sampling(sampler, plan.cell)
             try:
-                window = start_and_wait(plan, adapter, server, sampler, result)
-                prompts = guard(plan, adapter, result)
-                sampler.set_phase("warmup")
-                spec = load_spec_for(plan.cell, plan.command.base_url, plan.command.served_model)
-                load = run_load(
-                    spec,
-                    prompts,
-                    on_measure_start=window.measure_start,
-                    progress_label=plan.cell.id,
-                    on_measure_end=window.measure_end,
-                )
-                records = load.records
-                died = None if server.alive() else server.died_message("while the load ran")
-                window.scrape_after()
-                sampler.set_phase("teardown")
+                with plan.launch:  # leaving it stops the server and frees its port
+                    ready = start_and_wait(plan, adapter, sampler)
+                    result.update(ready.facts())
+                    prompts, report = guard(plan, adapter)
+                    result["context_guard"] = report.to_dict()
+                    report.enforce()  # `fail`, or nothing left: the cell fails before any load
+                    sampler.set_phase("warmup")
+                    command = plan.command
+                    spec = load_spec_for(plan.cell, command.base_url, command.served_model)
+                    window = ready.window
+                    load = run_load(
+                        spec,
+                        prompts,
+                        RunOptions(
+                            progress_label=plan.cell.id,
+                            on_measure_start=window.measure_start,
+                            on_measure_end=window.measure_end,
+                        ),
+                    )
+                    records = load.records
+                    died = None if server.alive() else server.died_message("while the load ran")
+                    window.scrape_after()
+                    sampler.set_phase("teardown")
             finally:
-                server.stop()
                 sampler.stop()
-            record(result, inputs, plan, spec, load, window, sampler)
-            check_run(result, plan, sampler, died)
+            figures = measured(inputs, plan, spec, load, window, sampler)
+            result.update(figures)
+            check_run(figures, plan, sampler, died)
             result["status"] = Status.DONE
     except Exception as exc:  # Ctrl-C / SIGTERM pass through: no result is written for them
         result["status"] = Status.FAILED
@@ -198,9 +167,9 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
     result.setdefault("mem", None)
     result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     result["host"] = host_info(sampler.gpu.describe() if sampler else None)
-    result["weights"] = _weights_provenance(inputs.weights_manifest)
+    result["weights"] = weights_provenance(inputs.weights_manifest)
     result["engine_info"] = {k: v for k, v in inputs.engine_info.items() if k != "reason"}
-    _write_outputs(out, result, records)
+    write_outputs(out, result, records)
     return result
 
 
@@ -218,26 +187,43 @@ def check_inputs(inputs: CellInputs) -> None:
         raise RuntimeError(f"engine unusable here: {mismatch}")
 
 
+def load_prompts(cell: Cell) -> Dataset:
+    """The workload's prompts, before anything starts (the loader reads the dataset as the config
+    and the standalone client's flags spell it)."""
+    workload = cell.workload_spec
+    return load_dataset(workload.dataset.to_dict(), workload.num_prompts)
+
+
+def dataset_facts(dataset: Dataset) -> CellMetrics:
+    return {
+        "dataset_sha256": dataset.sha256,
+        "dataset_note": dataset.note,
+        "prompt_indices": [p.index for p in dataset.prompts],
+    }
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """What the launch stage decided: the cell as it runs (its context sized when the guard
-    sizes it), its prompts, the server command (made once, here) and the port held for it."""
+    sizes it), its prompts, and its server's launch: the port held, the command made once for
+    it, the process not started yet."""
 
     cell: Cell
     dataset: Dataset
     sizing: dict[str, Any] | None
-    command: ServerCommand
-    port_lease: PortLease
+    launch: ServerLaunch[ServerCommand]
+
+    @property
+    def command(self) -> ServerCommand:
+        return self.launch.command
 
 
-def plan_launch(inputs: CellInputs, adapter: EngineAdapter, result: CellMetrics) -> LaunchPlan:
+def plan_launch(
+    inputs: CellInputs, adapter: EngineAdapter, dataset: Dataset, log_path: Path
+) -> LaunchPlan:
     cell = inputs.cell
-    dataset = load_dataset(cell.workload_spec["dataset"], int(cell.workload_spec["num_prompts"]))
-    result["dataset_sha256"] = dataset.sha256
-    result["dataset_note"] = dataset.note
-    result["prompt_indices"] = [p.index for p in dataset.prompts]
     sizing = None
-    if cell.run["context_guard"] == "size":  # before launch: -c is a launch flag
+    if cell.run.context_guard == "size":  # before launch: -c is a launch flag
         cell, sizing = size_before_launch(
             cell,
             adapter,
@@ -246,34 +232,51 @@ def plan_launch(inputs: CellInputs, adapter: EngineAdapter, result: CellMetrics)
             dataset.prompts,
             inputs.out_dir / "context-sizing.log",
         )
-    port_lease = reserve_port(cell.run["host"], adapter.container_port(cell))
     weights, drafter_weights = cell_weights(cell, inputs.weights_manifest, inputs.drafter_manifest)
-    command = cell_server_command(
-        cell, adapter, inputs.engine_info, weights, drafter_weights, port_lease.port
+    launch = ServerLaunch.reserve(
+        partial(cell_server_command, cell, adapter, inputs.engine_info, weights, drafter_weights),
+        log_path,
+        cell.run.host,
+        adapter.container_port(cell),
+        record_path=running_record(inputs),
     )
-    result["server_command"] = command.argv
-    result["server_env"] = command.shown_env
-    result["engine_version"] = inputs.engine_info.get("version")
-    return LaunchPlan(cell, dataset, sizing, command, port_lease)
+    return LaunchPlan(cell, dataset, sizing, launch)
+
+
+def running_record(inputs: CellInputs) -> Path:
+    """Where the cell's server is on record while it runs (process.leftovers): beside the cells'
+    folders (`results/cells/.running/<cell>.json`), outside this cell's outputs."""
+    return inputs.out_dir.parent / ".running" / f"{inputs.cell.id}.json"
+
+
+def launch_facts(plan: LaunchPlan, engine_info: dict[str, Any]) -> CellMetrics:
+    return {
+        "server_command": redact(plan.command.argv),
+        "server_env": plan.command.shown_env,
+        "engine_version": engine_info.get("version"),
+    }
 
 
 def memory_sampler(cell: Cell, server: ServerProcess) -> MemorySampler:
     """The cell's memory sampler; below the floor, it stops the server."""
-    mem_cfg = cell.run["memory"]
+    memory = cell.run.memory
 
     def on_floor(sample):
         server.stop(timeout_s=2)
 
     return MemorySampler(
-        interval_s=float(mem_cfg["interval_s"]),
-        floor_kib=int(float(mem_cfg["floor_gib"]) * KIB_PER_GIB),
+        interval_s=float(memory.interval_s),  # recorded in metrics.json `mem` as a float
+        floor_kib=int(memory.floor_gib * KIB_PER_GIB),
         on_floor=on_floor,
     )
 
 
 def start_sampling(sampler: MemorySampler, cell: Cell) -> None:
-    """The baseline before launch, then sampling until teardown."""
-    sampler.take_baseline(int(cell.run["memory"]["baseline_samples"]))
+    """The baseline before launch, then sampling until teardown. The client's tree (this
+    process) is sampled from the baseline on: its rise above its own baseline is what the
+    summary's memory figure does not charge to the server."""
+    sampler.watch_client(os.getpid())
+    sampler.take_baseline(cell.run.memory.baseline_samples)
     sampler.start()
 
 
@@ -309,75 +312,88 @@ class BenchWindow:
         self.counters["after"] = self._counters()
 
 
-def start_and_wait(
-    plan: LaunchPlan,
-    adapter: EngineAdapter,
-    server: ServerProcess,
-    sampler: MemorySampler,
-    result: CellMetrics,
-) -> BenchWindow:
-    cell, command = plan.cell, plan.command
+@dataclass(frozen=True)
+class Ready:
+    """What the start stage found once the server answered."""
+
+    ready_s: float
+    server_version: str | None
+    container_image_id: str | None
+    window: BenchWindow
+
+    def facts(self) -> CellMetrics:
+        found: CellMetrics = {"ready_s": self.ready_s, "server_version": self.server_version}
+        if self.container_image_id is not None:
+            found["container_image_id"] = self.container_image_id
+        return found
+
+
+def start_and_wait(plan: LaunchPlan, adapter: EngineAdapter, sampler: MemorySampler) -> Ready:
+    cell, command, server = plan.cell, plan.command, plan.launch.server
     sampler.set_phase("load")
-    server.start()
-    sampler.server_pid = server.pid
+    plan.launch.start()
+    sampler.server_pid = server.pid  # its memory from the first second of loading
+    sampler.watch_client(os.getpid(), exclude=(server.pid,))  # the server is never the client
     probe = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     if command.served_model:
         probe["model"] = command.served_model
-    result["ready_s"] = wait_ready(
-        server, command.base_url, adapter.health_path, float(cell.run["ready_timeout_s"]), probe
-    )
-    say(f"{cell.id}: server ready in {result['ready_s']:.1f} s; load test starts")
-    result["server_version"] = adapter.server_version(command.base_url)
+    ready_s = plan.launch.wait_ready(adapter.health_path, cell.run.ready_timeout_s, probe)
+    say(f"{cell.id}: server ready in {ready_s:.1f} s; load test starts")
+    server_version = adapter.server_version(command.base_url)
+    image_id = None
     if command.container:
-        result["container_image_id"] = container_image_id(command.container)
+        image_id = container_image_id(command.container)
         sampler.server_pid = container_pid(command.container) or server.pid
     server_roots = (server.pid, sampler.server_pid)
     sampler.watch_client(os.getpid(), exclude=server_roots)
-    return BenchWindow(adapter, command.base_url, sampler, server_roots)
+    window = BenchWindow(adapter, command.base_url, sampler, server_roots)
+    return Ready(ready_s, server_version, image_id, window)
 
 
-def guard(plan: LaunchPlan, adapter: EngineAdapter, result: CellMetrics) -> list[Prompt]:
-    prompts, report = guard_prompts(
+def guard(plan: LaunchPlan, adapter: EngineAdapter) -> tuple[list[Prompt], ContextGuardReport]:
+    """The prompts that fit the server's per-slot context, and the report of the check."""
+    return guard_prompts(
         plan.cell, adapter, plan.command.base_url, plan.dataset.prompts, plan.sizing
     )
-    result["context_guard"] = report.to_dict()
-    report.enforce()  # `fail`, or nothing left: the cell fails before any load
-    return prompts
 
 
-def record(
-    result: CellMetrics,
+def measured(
     inputs: CellInputs,
     plan: LaunchPlan,
     spec: LoadSpec,
     load: LoadResult,
     window: BenchWindow,
     sampler: MemorySampler,
-) -> None:
+) -> CellMetrics:
+    """The load's figures, how it was run, acceptance, and what the client and the rest of the
+    machine used during the bench."""
     cell, command = plan.cell, plan.command
     records = load.records
-    result.update(compute_metrics(records, hit_time_cap=load.hit_time_cap))
-    result["not_started"] = load.not_started
-    result["load"] = spec.public()
-    result["client_command"] = client_argv(
-        cell.workload_spec,
-        command.base_url,
-        str(inputs.out_dir),
-        command.served_model,
-        request_fields(cell),
-    )
-    result["spec"] = _spec_result(cell, window.counters, records)
+    figures: CellMetrics = {
+        **compute_metrics(records, hit_time_cap=load.hit_time_cap),
+        "not_started": load.not_started,
+        "load": spec.public(),
+        "client_command": client_argv(
+            cell.workload_spec,
+            command.base_url,
+            str(inputs.out_dir),
+            command.served_model,
+            request_fields(cell),
+        ),
+        "spec": spec_result(cell, window.counters, records),
+    }
     use = window.use
     if "start" in use and "end" in use:
         choice = load.processes.to_dict() if load.processes else None
-        result["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
-        result["interference"] = interference(
+        figures["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
+        figures["interference"] = interference(
             use["start"], use["end"], sampler.samples, inputs.thresholds
         )
+    return figures
 
 
 def check_run(
-    result: CellMetrics, plan: LaunchPlan, sampler: MemorySampler, died: str | None
+    figures: CellMetrics, plan: LaunchPlan, sampler: MemorySampler, died: str | None
 ) -> None:
     """A run whose figures compare with nothing fails the cell: the memory watchdog fired, the
     server died mid-run, or no request completed."""
@@ -385,82 +401,12 @@ def check_run(
         raise ServerError(
             f"memory watchdog: MemAvailable fell to "
             f"{sampler.tripped.mem_available_kib / KIB_PER_GIB:.2f} GiB, below the floor "
-            f"of {plan.cell.run['memory']['floor_gib']} GiB; the server was killed"
+            f"of {plan.cell.run.memory.floor_gib} GiB; the server was killed"
         )
     if died:  # figures from a server that died mid-run compare with nothing
         raise ServerError(died)
-    if result["completed"] == 0:
-        raise ServerError(f"no request completed ({result['errors_by_reason']})")
-
-
-def _spec_result(cell: Cell, counters: dict, records: list) -> dict[str, Any] | None:
-    """Acceptance from the best source the engine gave: per-response speculative fields (over
-    the completed requests), counter deltas, a running mean read at warmup end and bench end,
-    or per-response timings. `source` says which; `cap_note` flags figures that the time cap
-    put out of step with the completed requests."""
-    if cell.drafter_spec is None:
-        return None
-    before, after = counters.get("before"), counters.get("after")
-    spec = acceptance_from_request_fields(records)
-    if spec is None and after:
-        spec = acceptance_from_counters(before or SpecCounters(), after)
-        spec = spec or acceptance_from_server_info(before, after, records)
-    spec = spec or acceptance_from_timings(records)
-    if spec is None:
-        return {
-            "acceptance_rate": None,
-            "mean_acceptance_length": None,
-            "per_position": [],
-            "source": None,
-            "note": "the engine exposed no acceptance figures",
-        }
-    per_position = list(spec.get("per_position") or [])
-    while per_position and not per_position[-1]:
-        per_position.pop()  # the engine sizes the list to its largest possible draft
-    spec["per_position"] = per_position
-    cross = acceptance_from_timings(records)
-    if cross and spec["source"] != "timings":
-        spec["timings_acceptance_rate"] = cross["acceptance_rate"]
-    note = cap_note(spec, records)
-    if note:
-        spec["cap_note"] = note
-    return spec
-
-
-def _weights_provenance(manifest: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "source": manifest.get("source"),
-        "spec_digest": manifest.get("spec_digest"),
-        "files": [{k: f[k] for k in ("name", "size", "sha256")} for f in manifest.get("files", [])],
-        "resolved": manifest.get("resolved"),
-    }
-
-
-def _write_outputs(out: Path, result: CellMetrics, records: list) -> None:
-    with atomic_open(out / "requests.jsonl") as handle:
-        for record in records:
-            handle.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
-    if not (out / "server.log").exists():
-        write_text(out / "server.log", "(the server was never started)\n")
-    if not (out / "memory.csv").exists():
-        write_memory_csv(str(out / "memory.csv"), [])
-    write_json(out / "metrics.json", result)
-
-
-def write_blocked(cell: Cell, out: Path) -> CellMetrics:
-    """A cell the config marks blocked: listed with its reason, never run."""
-    result: CellMetrics = {
-        **identity(cell),
-        "status": Status.BLOCKED,
-        "reason": cell.blocked,
-        "mem": None,
-        "spec": None,
-    }
-    write_text(out / "server.log", f"(blocked: {cell.blocked})\n")
-    write_text(out / "requests.jsonl", "")
-    write_memory_csv(str(out / "memory.csv"), [])
-    write_json(out / "metrics.json", result)
-    return result
+    if figures["completed"] == 0:
+        raise ServerError(f"no request completed ({figures['errors_by_reason']})")
 
 
 def run_cell_from_snakemake(sm) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..engines.base import SpecCounters
 from ..loadgen.records import INCOMPLETE, OK, RequestRecord
+from ..vocabulary import Cell
 
 
 def _delta(after: float | None, before: float | None) -> float | None:
@@ -167,3 +168,37 @@ def cap_note(spec: dict[str, Any], records: Sequence[RequestRecord]) -> str | No
             f"{spec['timings_acceptance_rate']:.3f}."
         )
     return text
+
+
+def spec_result(cell: Cell, counters: dict, records: list) -> dict[str, Any] | None:
+    """Acceptance from the best source the engine gave: per-response speculative fields (over
+    the completed requests), counter deltas, a running mean read at warmup end and bench end,
+    or per-response timings. `source` says which; `cap_note` flags figures that the time cap
+    put out of step with the completed requests."""
+    if cell.drafter_spec is None:
+        return None
+    before, after = counters.get("before"), counters.get("after")
+    spec = acceptance_from_request_fields(records)
+    if spec is None and after:
+        spec = acceptance_from_counters(before or SpecCounters(), after)
+        spec = spec or acceptance_from_server_info(before, after, records)
+    spec = spec or acceptance_from_timings(records)
+    if spec is None:
+        return {
+            "acceptance_rate": None,
+            "mean_acceptance_length": None,
+            "per_position": [],
+            "source": None,
+            "note": "the engine exposed no acceptance figures",
+        }
+    per_position = list(spec.get("per_position") or [])
+    while per_position and not per_position[-1]:
+        per_position.pop()  # the engine sizes the list to its largest possible draft
+    spec["per_position"] = per_position
+    cross = acceptance_from_timings(records)
+    if cross and spec["source"] != "timings":
+        spec["timings_acceptance_rate"] = cross["acceptance_rate"]
+    note = cap_note(spec, records)
+    if note:
+        spec["cap_note"] = note
+    return spec

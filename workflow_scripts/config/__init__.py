@@ -1,5 +1,8 @@
 """The config, from YAML to cells: schema validation with defaults and cross references
-(`matrix`), the matrix expanded into cells with their resolved settings (`matrix`), the Slurm
-and local resources each cell asks for (`resources`), and the commands a matrix would run,
-printed without running them (`plan`, also `python -m workflow_scripts.plan`). Nothing here
+(`matrix`), the checks a schema cannot state (`checks`: value shapes, listen addresses, weights
+formats; `secrets`: no key or token anywhere a config can put one), YAML loaded within a bound
+(`bounded_yaml`), derived and synthetic weights resolved to their sources (`derived`), the matrix
+expanded into cells with their resolved settings (`matrix`: choose -> resolve -> expand repeats),
+the Slurm and local resources each cell asks for (`resources`), and the commands a matrix would
+run, printed without running them (`plan`, also `python -m workflow_scripts.plan`). Nothing here
 downloads, builds or starts anything."""

@@ -27,6 +27,7 @@ from ..engines.command import (
     with_env,
 )
 from ..loadgen.command import client_argv
+from ..redact import redact
 from ..vocabulary import Cell, ConfigError, Status
 from .matrix import build_cells, load_config_file
 
@@ -76,7 +77,7 @@ def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:
     plan = CellPlan(cell=cell.id, blocked=cell.blocked, reference=dict(cell.reference))
     if cell.blocked:
         return plan
-    adapter = adapter_for(cell.engine_spec["kind"])
+    adapter = adapter_for(cell.engine_kind)
     weights, drafter = cell_weights(
         cell,
         _manifest(results_dir, cell.weights_key),
@@ -90,11 +91,11 @@ def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:
         drafter,
         adapter.container_port(cell),
     )
-    plan.server = with_env(command.shown_env, command.argv)
+    plan.server = redact(with_env(command.shown_env, command.argv))
     plan.client = client_command(cell, command, results_dir)
     plan.teardown = command.stop_argv
     plan.notes = [f"{name} = {meaning}" for name, meaning in command.placeholders.items()]
-    guard = cell.run.get("context_guard")
+    guard = cell.run.context_guard
     per_slot = adapter.per_slot_context(cell)
     if per_slot is not None:
         plan.notes.append(

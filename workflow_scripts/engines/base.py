@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 
 import requests
 
+from ..process.auth import auth_headers
 from ..vocabulary import Cell, ConfigError
-from .server_auth import auth_headers
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -105,6 +105,13 @@ class EngineAdapter:
     # The environment variable the server reads its API key from (`engines.<name>.api_key_env`
     # fills it); None: the engine takes a key only on its command line, which is recorded.
     api_key_env_var: ClassVar[str | None] = None
+    # The weights formats the server loads ("gguf": a GGUF file, "hf": a Hugging Face folder);
+    # a cell that hands it another is refused at validation. Empty: not declared, not checked.
+    # An engine that prefers hub ids gets a hub entry as its repo id, which loads as "hf" only.
+    weight_formats: ClassVar[frozenset[str]] = frozenset()
+    # Settings of one shape, as JSON-schema types (`port: true` is not port 1, `ctx_size: {a: 1}`
+    # no context); null leaves a flag out. The rest go through `flag_args` as they are.
+    setting_types: ClassVar[dict[str, tuple[str, ...]]] = {"port": ("integer",)}
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
         where = f"engines.{name}"

@@ -30,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cell.server import tail
 from ..exits import describe_exit
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
 from ..terminal import Throttle, say
+from ..text import tail
 from .cpu_isa import CpuIsa
 
 # Off by default: the web UI would be fetched from the network; OpenSSL/curl are not needed.

@@ -235,7 +235,7 @@ def _launch_paths(
 def server_secrets(spec: dict[str, Any], adapter: EngineAdapter) -> dict[str, str]:
     """The API key under the variable the server reads it from, when the config names where it
     is (`api_key_env`) and the environment has it. It goes into the server's environment only,
-    never an argv; a cell whose variable is unset fails before launch (`server_auth`)."""
+    never an argv; a cell whose variable is unset fails before launch (`process/auth`)."""
     variable = spec.get("api_key_env")
     value = os.environ.get(variable) if variable else None
     if not value or not adapter.api_key_env_var:
@@ -253,7 +253,7 @@ def cell_server_command(
 ) -> ServerCommand:
     """The full command for one cell; `port` is the host port clients connect to."""
     spec = cell.engine_spec
-    host = cell.run["host"]
+    host = cell.run.host
     client_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     base_url = f"http://{client_host}:{port}"
     refs = [r for r in (weights, drafter) if r is not None]
@@ -326,10 +326,11 @@ def cell_server_command(
 
 def request_fields(cell: Cell) -> dict[str, Any]:
     """What a cell's requests add to the body: a drafter cell asks for per-request speculative
-    figures where the engine has them (ignored by servers that do not know the field)."""
+    figures where the engine has them (ignored by servers that do not know the field). The cell's
+    run, the plan and its card all take them from here."""
     if cell.drafter_spec is None:
         return {}
-    return dict(adapter_for(cell.engine_spec["kind"]).spec_request_fields)
+    return dict(adapter_for(cell.engine_kind).spec_request_fields)
 
 
 def docker_inspect(container: str, field_format: str) -> str | None:

@@ -7,10 +7,10 @@ from typing import Any
 
 import requests
 
+from ..process.auth import auth_headers
 from ..vocabulary import Cell
 from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json
 from .registry import register
-from .server_auth import auth_headers
 
 NGRAM_KINDS = frozenset(
     {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"}
@@ -58,6 +58,15 @@ class LlamaCppAdapter(EngineAdapter):
     default_port = 8080
     api_key_env_var = "LLAMA_API_KEY"
     splits_context = True
+    weight_formats = frozenset({"gguf"})
+    setting_types = {
+        **{key: ("integer",) for key in ("port", "ctx_size", "parallel", "threads")},
+        **{key: ("integer",) for key in ("batch_size", "ubatch_size")},
+        "n_gpu_layers": ("integer", "string"),  # `all`, `auto` in newer builds
+        "flash_attn": ("boolean", "string"),  # on, off, auto
+        "cont_batching": ("boolean",),
+        "metrics": ("boolean",),
+    }
 
     def settings(self, cell: Cell) -> dict[str, Any]:
         """Engine settings with llama.cpp's defaults: one slot per concurrent request, and

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from ..outputs.compact import first_line
 from ..terminal import say
+from ..text import first_line
+from ..venv import VenvError, VenvSpec, distribution_metadata, provision_venv
 from . import adapter_for
 from .build_llamacpp import (
     VARIANT_NAMES,
@@ -27,7 +28,6 @@ from .build_llamacpp import (
 )
 from .cpu_isa import CpuIsa, native_isa
 from .smoke import SmokeResult, smoke_test
-from .venv import VenvError, VenvSpec, distribution_metadata, provision_venv
 
 
 def binary_version(argv: list[str]) -> str | None:

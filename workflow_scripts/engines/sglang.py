@@ -59,6 +59,13 @@ class SglangAdapter(HubModelAdapter):
     server_module = "sglang.launch_server"
     setting_order = SETTING_ORDER
     docker_args = ("--shm-size", "32g")
+    weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file
+    setting_types = {
+        "port": ("integer",),
+        "mem_fraction_static": ("number",),
+        **{key: ("integer",) for key in ("context_length", "max_running_requests", "tp_size")},
+        **{key: ("integer",) for key in ("dp_size", "chunked_prefill_size", "max_total_tokens")},
+    }
 
     def drafter_args(self, spec: dict[str, Any], paths: LaunchPaths) -> list[str]:
         """`n_max` is the draft depth: `--speculative-num-steps` for tree drafters (with a
@@ -72,7 +79,7 @@ class SglangAdapter(HubModelAdapter):
             if revision:
                 flags["speculative_draft_model_revision"] = revision
         if "n_max" in spec:
-            n_max = int(spec["n_max"])
+            n_max = spec["n_max"]
             if algorithm == "NGRAM":
                 flags["speculative_num_draft_tokens"] = n_max
             else:

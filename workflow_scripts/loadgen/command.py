@@ -7,7 +7,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# Workload keys the CLI takes as `--key-with-dashes VALUE`, in the order printed.
+from ..vocabulary import Workload
+
+# Workload fields the CLI takes as `--key-with-dashes VALUE`, in the order printed.
 CLIENT_SETTINGS = (
     "num_prompts",
     "concurrency",
@@ -31,15 +33,15 @@ def _value(value: Any) -> str:
 
 
 def client_argv(
-    workload: Mapping[str, Any],
+    workload: Workload,
     base_url: str,
     out_dir: str,
     model: str | None = None,
     extra_body: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """`python -m workflow_scripts.loadgen ...` for `workload` (a workload mapping of a config);
-    `extra_body`: fields every request adds (what the cell's engine asks for)."""
-    dataset = workload.get("dataset") or {}
+    """`python -m workflow_scripts.loadgen ...` for a cell's `workload`; `extra_body`: fields
+    every request adds (what the cell's engine asks for)."""
+    dataset = workload.dataset
     argv = [
         "python",
         "-m",
@@ -47,20 +49,20 @@ def client_argv(
         "--base-url",
         base_url,
         "--dataset",
-        str(dataset.get("kind", "sharegpt")),
+        dataset.kind,
     ]
     for key, flag in DATASET_FLAGS:
-        if dataset.get(key) is not None:
-            argv += [flag, _value(dataset[key])]
+        if getattr(dataset, key) is not None:
+            argv += [flag, _value(getattr(dataset, key))]
     for key in CLIENT_SETTINGS:
-        if workload.get(key) is not None:
-            argv += ["--" + key.replace("_", "-"), _value(workload[key])]
-    if workload.get("ignore_eos"):
+        if getattr(workload, key) is not None:
+            argv += ["--" + key.replace("_", "-"), _value(getattr(workload, key))]
+    if workload.ignore_eos:
         argv.append("--ignore-eos")
-    if workload.get("endpoint", "chat") != "chat":
-        argv += ["--endpoint", str(workload["endpoint"])]
-    if workload.get("api_key_env"):
-        argv += ["--api-key-env", str(workload["api_key_env"])]
+    if workload.endpoint != "chat":
+        argv += ["--endpoint", workload.endpoint]
+    if workload.api_key_env:
+        argv += ["--api-key-env", workload.api_key_env]
     if model:
         argv += ["--model", model]
     if extra_body:

@@ -4,7 +4,7 @@ expected chunk rate that a single process handles without adding latency of its 
 An asyncio process handles one chunk at a time, and a batching engine sends every stream its
 chunk in the same decode step: each step arrives as a burst of `concurrency` chunks, and the last
 chunk of a burst waits for all those before it. Measured with `benchmarks/loadgen_overhead.py`
-(pacing server: 200 chunks/s a stream, one decode step for all streams), see the README."""
+(pacing server: 200 chunks/s a stream, one decode step for all streams), see docs/loadgen.md."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from dataclasses import dataclass
 # small model; the pacing server's rate). Slower engines only leave more headroom.
 EXPECTED_CHUNKS_PER_S_PER_STREAM = 200.0
 # Chunks a second one process takes while its added latency stays under 2 ms at p99: 32 streams
-# of 200 chunks/s. Measured on a 2-vCPU AMD EPYC VM, client alone on a core (README): one process
-# added 1.65-1.75 ms at p99 at 32 streams, 3.1 ms at 64, 13 ms at 128 and 73-79 ms at 256 (it
-# spends ~27 us a chunk there, so a decode step of 256 chunks alone is ~7 ms of work). Faster
-# CPUs take more (~11 us a chunk on another machine): this errs towards more processes.
+# of 200 chunks/s. Measured on a 2-vCPU AMD EPYC VM, client alone on a core (docs/loadgen.md):
+# one process added 1.65-1.75 ms at p99 at 32 streams, 3.1 ms at 64, 13 ms at 128 and 73-79 ms
+# at 256 (it spends ~27 us a chunk there, so a decode step of 256 chunks alone is ~7 ms of
+# work). Faster CPUs take more (~11 us a chunk on another machine): this errs towards more
+# processes.
 CHUNKS_PER_S_PER_PROCESS = 6_400.0
 SET, AUTO = "set", "auto"
 

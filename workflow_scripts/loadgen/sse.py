@@ -19,6 +19,14 @@ except ImportError:  # pragma: no cover - depends on the environment
     _fast_loads = None
 
 MAX_DETAIL = 500
+# One SSE line (one event of a stream): an OpenAI chunk is a few hundred bytes, a whole answer
+# sent as one event rarely past a hundred KB. A line past this fails the request instead of
+# growing the buffer without bound (a 64 MB line took 24 s and 356 MB before the cap).
+MAX_EVENT_BYTES = 1 << 20
+# Why a request did not complete (besides `http_<status>`, `connection`, `stream_error`, ...).
+TRUNCATED = "truncated"
+BAD_USAGE = "bad_usage"
+OVERSIZED_EVENT = "oversized_event"
 
 
 def loads(payload: bytes) -> Any:
@@ -143,6 +151,12 @@ def apply_event(record: RequestRecord, event: Any, elapsed_s: float) -> None:
             record.finish_reason = choice["finish_reason"]
     usage = event.get("usage")
     if usage:
+        problem = usage_problem(usage)
+        if problem:
+            record.status = ERROR
+            record.error = BAD_USAGE
+            record.error_detail = problem[:MAX_DETAIL]
+            return
         record.prompt_tokens = usage.get("prompt_tokens")
         record.completion_tokens = usage.get("completion_tokens")
     timings = event.get("timings")
@@ -153,9 +167,38 @@ def apply_event(record: RequestRecord, event: Any, elapsed_s: float) -> None:
         record.spec_details = sglext["spec_tokens_details"]
 
 
-def finish_record(record: RequestRecord) -> None:
-    """After the stream ended: fall back to chunk counts when the server sent no usage."""
+def usage_problem(usage: Any) -> str | None:
+    """What is wrong with a `usage` object, None when its counts are well-formed: each count
+    absent, null or a non-negative integer (a string "12" or -3 would corrupt every sum)."""
+    if not isinstance(usage, dict):
+        return f"usage is not an object: {json.dumps(usage)[:200]}"
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            return f"usage.{key} is {json.dumps(value)[:100]}, not a non-negative integer"
+    return None
+
+
+def finish_record(record: RequestRecord, terminated: bool = True) -> None:
+    """After the stream ended. Complete only when it ended as the protocol ends it
+    (`terminated`: `[DONE]` or a `finish_reason`, which vLLM, SGLang and llama-server all send)
+    and its usage agrees with what arrived; else an error. Without usage: chunk counts."""
     if record.status == ERROR:
+        return
+    if not terminated:
+        record.status = ERROR
+        record.error = TRUNCATED
+        record.error_detail = (
+            f"the stream ended without [DONE] or a finish_reason after "
+            f"{record.content_chunks} content chunks"
+        )
+        return
+    if record.completion_tokens == 0 and record.content_chunks:
+        record.status = ERROR
+        record.error = BAD_USAGE
+        record.error_detail = (
+            f"usage says 0 completion tokens for {record.content_chunks} content chunks"
+        )
         return
     if record.completion_tokens is None:
         record.completion_tokens = record.content_chunks
@@ -183,7 +226,9 @@ class ResponseReader:
         self._collected: list[bytes] = []
         self._line_buf = b""
         self._data_lines: list[bytes] = []
+        self._event_bytes = 0
         self._event_type = b""
+        self._answered = False  # [DONE], or a whole JSON answer
 
     @property
     def keep_alive(self) -> bool:
@@ -268,7 +313,8 @@ class ResponseReader:
             status = self.head.status if self.head else 0
             self.fail(f"http_{status}", body[:MAX_DETAIL].decode("utf-8", "replace"), now)
             return
-        if self._mode == "json":
+        if self._mode == "json":  # one whole answer: a body that parses is complete
+            self._answered = True
             self._data(body, now)
         else:
             if self._line_buf:
@@ -276,7 +322,7 @@ class ResponseReader:
             if self._data_lines:
                 self._sse(b"\n", now)
         if self.stream_end_s is None:
-            self._finish(now)
+            self._finish(now)  # the body ended: complete only if the stream said it was over
 
     # -- server-sent events ------------------------------------------------------------------
 
@@ -293,6 +339,10 @@ class ResponseReader:
                 line = line[:-1]
             if line.startswith(b"data:"):
                 self._data_lines.append(line[6:] if line[5:6] == b" " else line[5:])
+                self._event_bytes += len(line)
+                if self._event_bytes > MAX_EVENT_BYTES:
+                    self._oversized(now)
+                    return
             elif not line:
                 if self._data_lines:
                     data = (
@@ -301,6 +351,7 @@ class ResponseReader:
                         else b"\n".join(self._data_lines)
                     )
                     self._data_lines = []
+                    self._event_bytes = 0
                     self._dispatch(data, now)
                 self._event_type = b""
             elif line.startswith(b"event:"):
@@ -309,9 +360,16 @@ class ResponseReader:
                 self.fail("stream_error", line[6:].strip().decode("utf-8", "replace"), now)
             # comments (":...") and other fields (id, retry) carry nothing we measure
         self._line_buf = buf[pos:] if pos < len(buf) else b""
+        if len(self._line_buf) > MAX_EVENT_BYTES:
+            self._oversized(now)
+
+    def _oversized(self, now: float) -> None:
+        self._line_buf, self._data_lines = b"", []
+        self.fail(OVERSIZED_EVENT, f"an SSE event over {MAX_EVENT_BYTES} bytes", now)
 
     def _dispatch(self, data: bytes, now: float) -> None:
         if data == b"[DONE]":
+            self._answered = True
             self._finish(now)
             return
         if self._event_type == b"error":
@@ -333,7 +391,7 @@ class ResponseReader:
 
     def _finish(self, now: float) -> None:
         self.stream_end_s = now
-        finish_record(self.record)
+        finish_record(self.record, self._answered or self.record.finish_reason is not None)
 
     def fail(self, reason: str, detail: str, now: float) -> None:
         """End the answer as an error of this kind (the first error wins)."""

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..config.matrix import repeat_of
+from ..vocabulary import Cell
 from .repeats import collapse_repeats
 from .report_html import overview_fragment, write_tables_html
 from .spec_gain import spec_gain_table
@@ -18,8 +19,13 @@ from .tables import index_table, merge_with_cells, summary_table
 from .writers import INDEX_INTRO, load_metrics, load_records, write_tables
 
 
+def cells_from_params(text: str) -> list[Cell]:
+    """The config's cells, as the rule's `cells` param carries them (a JSON list of dicts)."""
+    return [Cell.from_dict(cell) for cell in json.loads(text)]
+
+
 def aggregate_from_snakemake(sm) -> None:
-    cells = json.loads(sm.params.cells)
+    cells = cells_from_params(sm.params.cells)
     all_metrics = load_metrics(sm.input.metrics)
     records = load_records(sm.input.requests)
     summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
@@ -87,7 +93,7 @@ def figures_from_snakemake(sm) -> None:
     requests = sm.input.get("requests") or []  # figures of metrics alone take none
     all_metrics, cells, records = collapse_repeats(
         load_metrics(sm.input.metrics),
-        json.loads(sm.params.cells),
+        cells_from_params(sm.params.cells),
         load_records([requests] if isinstance(requests, str) else requests),
     )
     all_metrics = merge_with_cells(all_metrics, cells)

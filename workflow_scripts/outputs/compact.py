@@ -9,16 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..text import first_line
 from ..vocabulary import Status
 
 NOT_RUN = "not run"
 REF_PREFIX = "ref_"
 PUBLISHED = " (published)"
 REASON_CHARS = 100
-
-
-def first_line(text: str | None, limit: int = 300) -> str:
-    return text.strip().splitlines()[0][:limit] if text and text.strip() else ""
 
 
 def clip(text: str, limit: int) -> str:
@@ -41,6 +38,14 @@ def number_text(value: Any, digits: int = 2) -> str:
 def median_of(metrics: Mapping[str, Any], key: str) -> float | None:
     value = metrics.get(key)
     return value.get("median") if isinstance(value, dict) else None
+
+
+def peak_mem_gib(mem: Mapping[str, Any]) -> float | None:
+    """The summary's peak memory: the MemAvailable drop below the pre-launch baseline less the
+    load client's own RSS rise (`mem.peak_delta_less_client_gib`), so the server is not charged
+    for our client; a metrics.json from before that figure has only the drop."""
+    less_client = mem.get("peak_delta_less_client_gib")
+    return mem.get("peak_delta_gib") if less_client is None else less_client
 
 
 def summary_row(
@@ -69,7 +74,8 @@ def summary_row(
         "tpot_median_ms": median_of(metrics, "tpot_ms"),
         "itl_median_ms": median_of(metrics, "itl_ms"),
         "e2el_median_ms": median_of(metrics, "e2el_ms"),
-        "peak_mem_gib": mem.get("peak_delta_gib"),
+        "peak_mem_gib": peak_mem_gib(mem),
+        "server_rss_peak_gib": mem.get("server_rss_peak_gib"),
         "acceptance_rate": spec.get("acceptance_rate"),
         "acceptance_length": spec.get("mean_acceptance_length"),
         "hit_time_cap": metrics.get("hit_time_cap"),
@@ -118,6 +124,7 @@ COMPACT_COLUMNS = [
     Column("ttft_median_ms", "ttft_median_ms", ("ttft_median_ms",), 1),
     Column("tpot_median_ms", "tpot_median_ms", ("tpot_median_ms",), 1),
     Column("peak_mem_gib", "peak_mem_gib", ("peak_mem_gib",)),
+    Column("server_rss_peak_gib", "server_rss_peak_gib"),
     Column("acceptance_rate", "acceptance_rate", ("acceptance_rate",), 3),
     Column(
         "acceptance_length",

@@ -4,64 +4,73 @@ Stdlib only: rules/common.smk imports it, and parsing must not pay for pandas or
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from ..vocabulary import Cell, CellData
 
 # Engine settings that set the server's context, by the names the adapters use.
 CONTEXT_SETTING_KEYS = ("ctx_size", "max_model_len", "context_length")
 
 
-def context_tokens(cell: Mapping[str, Any]) -> int | None:
-    """The server's context length from the engine settings, else the model's window."""
-    settings = (cell.get("engine_spec") or {}).get("settings") or {}
+def server_context(cell: Cell) -> int | None:
+    """The server's context length as the engine settings set it."""
+    settings = cell.engine_spec.get("settings") or {}
     for key in CONTEXT_SETTING_KEYS:
         if settings.get(key):
             return int(settings[key])
-    window = (cell.get("model_info") or {}).get("context_window")
-    return int(window) if window else None
+    return None
 
 
-def engine_label(cell: Mapping[str, Any]) -> str:
+def context_tokens(cell: Cell) -> int | None:
+    """The server's context length from the engine settings, else the model's window."""
+    server = server_context(cell)
+    if server is not None:
+        return server
+    return cell.model_info.get("context_window") or None
+
+
+def engine_label(cell: Cell) -> str:
     """`engine + drafter (kind, n_max N)`: the seeds' "Engine (+speculative)"."""
-    engine = cell["engine"]
-    drafter = cell.get("drafter_spec")
-    if not drafter or cell.get("drafter") in (None, "none"):
-        return engine
+    drafter = cell.drafter_spec
+    if not drafter or not cell.has_drafter:
+        return cell.engine
     detail = drafter.get("kind", "")
     if drafter.get("model"):
         detail += f", draft model {drafter['model']}"
     if drafter.get("n_max"):
         detail += f", n_max {drafter['n_max']}"
-    return f"{engine} + {cell['drafter']} ({detail})"
+    return f"{cell.engine} + {cell.drafter} ({detail})"
 
 
-def matrix_sweeps_concurrency(cells: Sequence[Mapping[str, Any]]) -> bool:
+def matrix_sweeps_concurrency(cells: Sequence[Cell]) -> bool:
     """True when one model/engine/quant/drafter runs at two or more concurrencies."""
     seen: dict[tuple, set] = {}
     for cell in cells:
-        key = (cell["model"], cell["engine"], cell["quant"], cell["drafter"])
-        seen.setdefault(key, set()).add((cell.get("workload_spec") or {}).get("concurrency"))
+        key = (cell.model, cell.engine, cell.quant, cell.drafter)
+        seen.setdefault(key, set()).add(cell.concurrency)
     return any(len(values) >= 2 for values in seen.values())
 
 
-def optional_summary_figures(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
     """Summary figures a matrix gets only when they can say something: throughput vs
     concurrency for a concurrency sweep, measured vs published when references exist."""
+    cells = [Cell.of(cell) for cell in cells]
     names = []
     if matrix_sweeps_concurrency(cells):
         names.append("throughput_vs_concurrency")
-    if any(cell.get("reference") for cell in cells):
+    if any(cell.reference for cell in cells):
         names.append("measured_vs_reference")
     return names
 
 
-def report_labels(cell: Mapping[str, Any], figure: str) -> dict[str, str]:
+def report_labels(cell: CellData, figure: str) -> dict[str, str]:
     """Labels of a cell's outputs in the Snakemake report (its model is the subcategory)."""
+    cell = Cell.of(cell)
     return {
-        "cell": cell["id"],
-        "engine": cell["engine"],
-        "quant": cell["quant"],
-        "drafter": cell["drafter"],
-        "workload": cell["workload"],
+        "cell": cell.id,
+        "engine": cell.engine,
+        "quant": cell.quant,
+        "drafter": cell.drafter,
+        "workload": cell.workload,
         "figure": figure,
     }

@@ -196,7 +196,8 @@ def latency_boxes_figure(samples_by_cell: Mapping[str, Mapping[str, Sequence[flo
 
 
 def peak_memory_figure(summary: pd.DataFrame):
-    """Peak MemAvailable drop per cell (GiB)."""
+    """Peak memory per cell (GiB): the summary's `peak_mem_gib`, the MemAvailable drop less the
+    load client's own RSS rise."""
     frame = summary[summary["peak_mem_gib"].map(lambda v: not _missing(v))]
     if frame.empty:
         return message_figure("Peak memory per cell", "no cell has memory samples")
@@ -208,7 +209,10 @@ def peak_memory_figure(summary: pd.DataFrame):
     ]
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("peak MemAvailable drop from the pre-launch baseline (GiB, 2^30 bytes)")
+    ax.set_xlabel(
+        "peak MemAvailable drop from the pre-launch baseline, less the load client's RSS rise "
+        "(GiB, 2^30 bytes)"
+    )
     ax.set_title("Peak memory per cell (load, warmup, benchmark and teardown)")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()

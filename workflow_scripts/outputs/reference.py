@@ -21,7 +21,7 @@ from .writers import to_markdown, write_table, write_tables
 def reference_only(configfile: str | Path, out_dir: str | Path) -> pd.DataFrame:
     """Tables of a config's cells and their published figures; nothing is run or read from
     results. Writes summary, index and reference tables (csv + md) into `out_dir`."""
-    cells = [cell.to_dict() for cell in load_cells(configfile)]
+    cells = load_cells(configfile)
     out = Path(out_dir)
     write_tables(
         [],

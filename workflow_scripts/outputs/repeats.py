@@ -11,12 +11,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.matrix import repeat_of
-from ..vocabulary import Status
+from ..process.machine_use import FLAGGED_IN_RUN
+from ..vocabulary import Cell, CellData, Status
+from .compact import peak_mem_gib
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
 CHECKS = (("client", "limited"), ("interference", "flagged"))  # metrics.json object, its flag
 COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
+MEMORY_PEAKS = ("peak_delta_gib", "peak_delta_less_client_gib")  # what the summary reads of `mem`
 
 
 def repeat_figures(metrics: Mapping[str, Any]) -> dict[str, float | None]:
@@ -35,7 +38,7 @@ def repeat_figures(metrics: Mapping[str, Any]) -> dict[str, float | None]:
         "tpot_median_ms": stat("tpot_ms", "median"),
         "tpot_p99_ms": stat("tpot_ms", "p99"),
         "e2el_median_ms": stat("e2el_ms", "median"),
-        "peak_mem_gib": mem.get("peak_delta_gib"),
+        "peak_mem_gib": peak_mem_gib(mem),
         "acceptance_rate": spec.get("acceptance_rate"),
         "acceptance_length": spec.get("mean_acceptance_length"),
     }
@@ -60,7 +63,7 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     for key, flag in CHECKS:  # a flag raised in any repeat stays raised, naming the repeat
         raised = next((m for m in done if (m.get(key) or {}).get(flag)), None)
         if raised is not None:
-            out[key] = {**raised[key], "run": raised["cell"]}
+            out[key] = {**raised[key], FLAGGED_IN_RUN: raised["cell"]}
     if len(done) < 2:
         return out
     for key in RATES:
@@ -73,10 +76,9 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     for key in COUNTS:
         out[key] = sum(int(m.get(key) or 0) for m in runs)
     out["hit_time_cap"] = any(m.get("hit_time_cap") for m in runs)
-    if out.get("mem"):
-        out["mem"]["peak_delta_gib"] = _mean(
-            [(m.get("mem") or {}).get("peak_delta_gib") for m in done]
-        )
+    for key in MEMORY_PEAKS:
+        if key in (out.get("mem") or {}):
+            out["mem"][key] = _mean([(m.get("mem") or {}).get(key) for m in done])
     if out.get("spec"):
         for key in ("acceptance_rate", "mean_acceptance_length"):
             out["spec"][key] = _mean([(m.get("spec") or {}).get(key) for m in done])
@@ -85,9 +87,9 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
 
 def collapse_repeats(
     all_metrics: Sequence[Mapping[str, Any]],
-    cells: Sequence[Mapping[str, Any]] | None = None,
+    cells: Sequence[CellData] | None = None,
     records: Mapping[str, Any] | None = None,
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]] | None, dict[str, Any]]:
+) -> tuple[list[Mapping[str, Any]], list[Cell] | None, dict[str, Any]]:
     """Metrics, cells and request records with each cell's repeats folded into the cell: one
     combined record per cell, the config's repeat-1 cells, and the first finished repeat's
     records (what a bootstrap or a paired comparison uses when there are too few repeats)."""
@@ -106,5 +108,7 @@ def collapse_repeats(
         first = next((m for m in runs if m.get("status") == Status.DONE), runs[0])
         if first["cell"] in records:
             out_records[base] = records[first["cell"]]
-    base_cells = None if cells is None else [c for c in cells if repeat_of(c["id"])[1] == 1]
+    if cells is None:
+        return out_metrics, None, out_records
+    base_cells = [cell for cell in map(Cell.of, cells) if repeat_of(cell.id)[1] == 1]
     return out_metrics, base_cells, out_records

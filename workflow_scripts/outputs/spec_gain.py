@@ -12,15 +12,12 @@ import pandas as pd
 from ..loadgen.metrics import common_prompt_subset, compute_metrics
 from ..loadgen.records import OK, RequestRecord
 from ..vocabulary import CellMetrics, Status
+from .changes import paired_changes, repeat_changes
 from .compact import (
     is_missing,
     median_of,
 )
-from .stats import (
-    MIN_REPEATS,
-    paired_changes,
-    repeat_changes,
-)
+from .stats import MIN_REPEATS
 
 
 def _gain_pct(new: float | None, base: float | None) -> float | None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..cell.machine_use import client_note, interference_note
 from ..loadgen.records import RequestRecord
-from ..vocabulary import CellMetrics, Status
+from ..process.machine_use import client_note, interference_note
+from ..vocabulary import Cell, CellData, CellMetrics, Status, identity
 from .compact import (
     NOT_RUN,
     REF_PREFIX,
@@ -22,13 +22,8 @@ from .compact import (
     summary_row,
 )
 from .labels import context_tokens, engine_label
-from .stats import (
-    MIN_REPEATS,
-    as_columns,
-    bootstrap_intervals,
-    interval_from_repeats,
-    stability,
-)
+from .stability import stability
+from .stats import MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
 
 COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
 
@@ -99,6 +94,7 @@ LATER_COLUMNS = [
     "other_cpu_percent_of_core",
     "other_mem_rise_gib",
     "interference",
+    "server_rss_peak_gib",
 ]
 
 
@@ -129,21 +125,13 @@ INDEX_COLUMNS = [
 INDEX_REFERENCE_COLUMN = "Decode tok/s (published)"
 
 
-def identity_from_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
-    """A metrics-shaped stub for a cell with no measurement (reference-only, or not run yet)."""
-    workload = cell.get("workload_spec") or {}
+def identity_from_cell(cell: Cell) -> dict[str, Any]:
+    """A metrics-shaped stub for a cell with no measurement (reference-only, or not run yet):
+    its identity as metrics.json has it, and why it has no figures."""
     return {
-        "cell": cell["id"],
-        "model": cell["model"],
-        "engine": cell["engine"],
-        "quant": cell["quant"],
-        "drafter": cell["drafter"],
-        "workload": cell["workload"],
-        "concurrency": workload.get("concurrency"),
-        "num_prompts": workload.get("num_prompts"),
-        "status": Status.BLOCKED if cell.get("blocked") else NOT_RUN,
-        "reason": cell.get("blocked") or "",
-        "synthetic": (cell.get("weights") or {}).get("source") == "synthetic",
+        **identity(cell),
+        "status": Status.BLOCKED if cell.blocked else NOT_RUN,
+        "reason": cell.blocked or "",
     }
 
 
@@ -153,19 +141,20 @@ def reference_columns(references: Sequence[Mapping[str, Any]]) -> list[str]:
     return [REF_PREFIX + k for k in [*REFERENCE_KEYS, *extra]]
 
 
-def _cells_by_id(cells: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
-    return {cell["id"]: cell for cell in cells or []}
+def _cells_by_id(cells: Sequence[CellData] | None) -> dict[str, Cell]:
+    return {cell.id: cell for cell in map(Cell.of, cells or [])}
 
 
 def merge_with_cells(
-    all_metrics: Sequence[CellMetrics], cells: Sequence[Mapping[str, Any]] | None
+    all_metrics: Sequence[CellMetrics], cells: Sequence[CellData] | None
 ) -> list[Mapping[str, Any]]:
     """Metrics of the config's cells in config order; a cell with none gets an identity stub."""
     by_cell = {m["cell"]: m for m in all_metrics}
     if not cells:
         return list(all_metrics)
-    ordered = [by_cell.get(cell["id"]) or identity_from_cell(cell) for cell in cells]
-    known = {cell["id"] for cell in cells}
+    config_cells = [Cell.of(cell) for cell in cells]
+    ordered = [by_cell.get(cell.id) or identity_from_cell(cell) for cell in config_cells]
+    known = {cell.id for cell in config_cells}
     return ordered + [m for m in all_metrics if m["cell"] not in known]
 
 
@@ -241,18 +230,22 @@ def check_columns(metrics: CellMetrics) -> dict[str, Any]:
     return row
 
 
+def _reference(cell: Cell | None) -> dict[str, Any] | None:
+    return cell.reference if cell is not None else None
+
+
 def summary_rows(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[Mapping[str, Any]] | None = None,
+    cells: Sequence[CellData] | None = None,
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per cell; `cells` (Cell dicts) adds cells with no metrics and their references;
-    the cells' request `records` add each figure's interval."""
+    """One row per cell; `cells` adds cells with no metrics and their references; the cells'
+    request `records` add each figure's interval."""
     by_id = _cells_by_id(cells)
     records = records or {}
     return [
         {
-            **summary_row(metrics, (by_id.get(metrics["cell"]) or {}).get("reference")),
+            **summary_row(metrics, _reference(by_id.get(metrics["cell"]))),
             **interval_columns(metrics, records.get(metrics["cell"])),
             **check_columns(metrics),
         }
@@ -261,10 +254,10 @@ def summary_rows(
 
 
 def summary_frame(
-    rows: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]] | None = None
+    rows: Sequence[Mapping[str, Any]], cells: Sequence[CellData] | None = None
 ) -> pd.DataFrame:
     """Summary rows -> summary.csv's frame: the fixed columns, `ref_*`, then later additions."""
-    references = [(cell.get("reference") or {}) for cell in cells or []]
+    references = [Cell.of(cell).reference for cell in cells or []]
     columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
     frame = pd.DataFrame(rows, columns=columns)
     # Counts stay integers when some cells (failed, blocked) have none.
@@ -275,7 +268,7 @@ def summary_frame(
 
 def summary_table(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[Mapping[str, Any]] | None = None,
+    cells: Sequence[CellData] | None = None,
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
 ) -> pd.DataFrame:
     """Every column of every cell: summary.csv."""
@@ -289,7 +282,7 @@ def status_text(status: str | None, reason: str | None) -> str:
 
 def index_table(
     summary: pd.DataFrame,
-    cells: Sequence[Mapping[str, Any]] | None = None,
+    cells: Sequence[CellData] | None = None,
     card_links: str | None = None,
 ) -> pd.DataFrame:
     """The seeds' index view. `card_links` is the path prefix from the table to the cells'
@@ -301,13 +294,13 @@ def index_table(
     )
     rows = []
     for row in summary.to_dict("records"):
-        cell = by_id.get(row["cell"]) or {"engine": row["engine"], "drafter": row["drafter"]}
+        cell = by_id.get(row["cell"])  # None: a result of a cell the config no longer has
         name = row["cell"]
         entry = {
             "Configuration": f"[{name}]({card_links}/{name}/card.md)" if card_links else name,
-            "Engine (+speculative)": engine_label({**cell, "engine": row["engine"]}),
+            "Engine (+speculative)": engine_label(cell) if cell else row["engine"],
             "Quant": row["quant"],
-            "Ctx": context_tokens(cell) or "",
+            "Ctx": (context_tokens(cell) if cell else None) or "",
             "Conc": row["concurrency"],
             "Decode tok/s": (
                 number_text(row["decode_tok_s"]) if row["status"] == Status.DONE else ""
@@ -322,27 +315,28 @@ def index_table(
     return pd.DataFrame(rows, columns=columns)
 
 
-def blocked_text(cell: Mapping[str, Any]) -> str:
-    return f"{Status.BLOCKED}: {first_line(cell['blocked'])}" if cell.get("blocked") else ""
+def blocked_text(cell: Cell) -> str:
+    return f"{Status.BLOCKED}: {first_line(cell.blocked)}" if cell.blocked else ""
 
 
-def reference_table(cells: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def reference_table(cells: Sequence[CellData]) -> pd.DataFrame:
     """The published figures of a config's cells, one row per cell that has any (or is
     blocked), in their own table: what a reference-only summary lists."""
-    references = [c.get("reference") or {} for c in cells]
+    cells = [Cell.of(cell) for cell in cells]
+    references = [cell.reference for cell in cells]
     used = {key for reference in references for key in reference}
     keys = [c[len(REF_PREFIX) :] for c in reference_columns(references)]
     keys = [key for key in keys if key in used]
     rows = []
     for cell, reference in zip(cells, references, strict=True):
-        if not reference and not cell.get("blocked"):
+        if not reference and not cell.blocked:
             continue
         rows.append(
             {
-                "cell": cell["id"],
+                "cell": cell.id,
                 "engine (+speculative)": engine_label(cell),
-                "quant": cell["quant"],
-                "concurrency": (cell.get("workload_spec") or {}).get("concurrency"),
+                "quant": cell.quant,
+                "concurrency": cell.concurrency,
                 "status": blocked_text(cell),
                 **{key: reference.get(key) for key in keys},
             }

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..loadgen.records import RequestRecord
-from ..vocabulary import CellMetrics
+from ..vocabulary import CellData, CellMetrics
 from .compact import (
     compact_view,
     is_missing,
@@ -108,7 +108,7 @@ INDEX_INTRO = (
 
 def write_tables(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[Mapping[str, Any]],
+    cells: Sequence[CellData],
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
     records: Mapping[str, Sequence[RequestRecord]] | None = None,

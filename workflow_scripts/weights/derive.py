@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import canonical_json, write_json
-from ..engines.venv import VenvError, VenvSpec, provision_venv
-from ..outputs.compact import first_line
 from ..paths import cache_dir
 from ..registry_fetch import sha256_file
+from ..text import first_line
+from ..venv import VenvError, VenvSpec, provision_venv
 from ..vocabulary import Status
 from .files import StepInputs, WeightsError, check_free_space, file_entry
 

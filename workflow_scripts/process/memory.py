@@ -18,6 +18,7 @@ from ..atomic import atomic_open
 
 KIB_PER_GIB = 2**20
 PHASES = ("baseline", "load", "warmup", "bench", "teardown")
+AFTER_LAUNCH = PHASES[1:]
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,8 @@ class MemorySampler:
 def summarize_memory(
     samples: Sequence[MemorySample], interval_s: float, baseline_jitter_gib: float = 0.25
 ) -> dict[str, Any]:
-    """Deltas of MemAvailable against the pre-launch baseline (median), in GiB (2^30)."""
+    """Deltas of MemAvailable against the pre-launch baseline (median), in GiB (2^30), with and
+    without the load client's own RSS rise (less_client_peaks)."""
     baseline = [s.mem_available_kib for s in samples if s.phase == "baseline"]
     out: dict[str, Any] = {"interval_s": interval_s, "samples": len(samples)}
     if not baseline:
@@ -239,6 +241,8 @@ def summarize_memory(
             "peak_delta_gib": None,
             "load_peak_delta_gib": None,
             "bench_peak_delta_gib": None,
+            "peak_delta_less_client_gib": None,
+            "client_rss_rise_peak_gib": None,
             "server_rss_peak_gib": None,
             "gpu_used_peak_gib": None,
         }
@@ -256,15 +260,53 @@ def summarize_memory(
             "baseline_available_gib": base / KIB_PER_GIB,
             "baseline_spread_gib": spread,
             "baseline_quiet": spread <= baseline_jitter_gib,
-            "peak_delta_gib": peak_delta(("load", "warmup", "bench", "teardown")),
+            "peak_delta_gib": peak_delta(AFTER_LAUNCH),
             "load_peak_delta_gib": peak_delta(("load",)),
             "warmup_peak_delta_gib": peak_delta(("warmup",)),
             "bench_peak_delta_gib": peak_delta(("bench",)),
             "server_rss_peak_gib": max(rss) / KIB_PER_GIB if rss else None,
             "gpu_used_peak_gib": max(gpu) / 1024 if gpu else None,
+            **less_client_peaks(samples),
         }
     )
     return out
+
+
+def client_baseline_kib(samples: Sequence[MemorySample]) -> float | None:
+    """The client tree's own RSS before launch (median over the baseline samples that have it).
+    A client first watched later is measured from its first sample; never watched: None."""
+    before = [s.client_rss_kib for s in samples if s.phase == "baseline"]
+    before = [kib for kib in before if kib is not None]
+    if before:
+        return statistics.median(before)
+    return next((s.client_rss_kib for s in samples if s.client_rss_kib is not None), None)
+
+
+def client_rise_kib(sample: MemorySample, baseline_kib: float | None) -> float:
+    """How far the client's RSS is above its own baseline at this sample (0 when unknown): the
+    part of a MemAvailable drop that is our load client's, not the server's."""
+    if baseline_kib is None or sample.client_rss_kib is None:
+        return 0
+    return sample.client_rss_kib - baseline_kib
+
+
+def less_client_peaks(samples: Sequence[MemorySample]) -> dict[str, float | None]:
+    """The MemAvailable drop below the pre-launch baseline less, at each sample, the load
+    client's own RSS rise (`peak_delta_less_client_gib`, the largest after launch), and the
+    client's largest rise (`client_rss_rise_peak_gib`), in GiB: what summarize_memory's
+    `peak_delta_gib` holds without charging the server for our client."""
+    baseline = [s.mem_available_kib for s in samples if s.phase == "baseline"]
+    launched = [s for s in samples if s.phase in AFTER_LAUNCH]
+    if not baseline or not launched:
+        return {"peak_delta_less_client_gib": None, "client_rss_rise_peak_gib": None}
+    base = statistics.median(baseline)
+    client_base = client_baseline_kib(samples)
+    drops = [base - s.mem_available_kib - client_rise_kib(s, client_base) for s in launched]
+    rises = [client_rise_kib(s, client_base) for s in launched if s.client_rss_kib is not None]
+    return {
+        "peak_delta_less_client_gib": max(drops) / KIB_PER_GIB,
+        "client_rss_rise_peak_gib": max(rises) / KIB_PER_GIB if rises else None,
+    }
 
 
 def write_memory_csv(path: str, samples: Sequence[MemorySample]) -> None:

@@ -221,9 +221,14 @@ def client_note(client: Mapping[str, Any] | None) -> str:
     )
 
 
+# The key under which a cell's folded repeats (outputs.repeats) say which repeat raised a flag.
+FLAGGED_IN_RUN = "run"
+
+
 def _in_run(found: Mapping[str, Any]) -> str:
     """`, in run <cell>`: which repeat a flag of a folded cell came from."""
-    return f", in run `{found['run']}`" if found.get("run") else ""
+    run = found.get(FLAGGED_IN_RUN)
+    return f", in run `{run}`" if run else ""
 
 
 def interference_note(found: Mapping[str, Any] | None) -> str:

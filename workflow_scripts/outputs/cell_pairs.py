@@ -2,7 +2,7 @@
 finished cells of one model, workload and drafter that differ in engine, quant or both, with
 the change of decode tok/s and the TTFT / TPOT medians, its 95 % interval and a verdict.
 
-The intervals come from workflow_scripts.outputs.stats (the same paired tests over prompts and
+The intervals come from workflow_scripts.outputs.changes (the same paired tests over prompts and
 repeat t-interval as the spec gain). vLLM serves bf16 safetensors where llama.cpp serves GGUF quants
 of the same model, so an engine pair at one quant name is rare: pairs that change both are kept and
 say so in their `axis`."""
@@ -19,15 +19,15 @@ import pandas as pd
 from ..atomic import write_text
 from ..loadgen.records import OK, RequestRecord
 from ..vocabulary import Status
+from .changes import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
 from .compact import is_missing
 from .repeats import collapse_repeats, repeat_figures
 from .report_html import write_tables_html
-from .stats import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
 from .tables import merge_with_cells
 from .writers import load_metrics, load_records, to_markdown
 
 QUANT, ENGINE, ENGINE_QUANT = "quant", "engine", "engine+quant"
-# The figures the spec gain and `compare` give intervals for; lower latency is faster.
+# The figures the spec gain and `compare_runs` give intervals for; lower latency is faster.
 FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
 FIGURE_LABELS = {
     "decode_tok_s": "decode tok/s",

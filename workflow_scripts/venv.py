@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import canonical_json, write_json
-from ..paths import cache_dir
-from ..terminal import say
+from .atomic import canonical_json, write_json
+from .paths import cache_dir
+from .terminal import say
 
 RECORD = "llmbench-venv.json"
 PIP_TIMEOUT_S = 3600.0

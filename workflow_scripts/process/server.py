@@ -5,25 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import os
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import requests
 
-from ..engines.server_auth import auth_headers
 from ..exits import describe_exit
+from ..text import tail
+from . import leftovers
+from .auth import auth_headers
 
 PR_SET_PDEATHSIG = 1
 CONTAINER_CHECK_INTERVAL_S = 1.0
+RECORD_INTERVAL_S = 1.0  # how often the record follows the server's processes while watched
 DOCKER_RUN_TIMEOUT_S = 600.0  # `docker run -d` may still be creating the container
 
 
@@ -31,91 +30,18 @@ class ServerError(RuntimeError):
     """The server died, never became ready, or could not be started."""
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: be killed if the process that started us dies (even by SIGKILL)."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on now; the kernel picks it, so parallel cells do not collide."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
-        try:
-            sock.bind((host or "0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-@dataclass
-class PortLease:
-    """A port held for one cell: a lock file keeps our other cells off it while the server
-    binds, and the lock dies with the process, however it ends."""
-
-    port: int
-    lock: IO | None = field(default=None, repr=False)
-
-    def release(self) -> None:
-        if self.lock is not None:
-            self.lock.close()
-            self.lock = None
-
-    def __enter__(self) -> PortLease:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def __del__(self) -> None:
-        self.release()
-
-
-def _port_lock_dir() -> Path:
-    """Node-local (ports belong to one machine, and flock is unreliable on shared filesystems):
-    $XDG_RUNTIME_DIR, else the system temp dir, per user."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    folder = Path(base) / f"llmbench-ports-{os.getuid()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def reserve_port(host: str = "127.0.0.1", preferred: int | None = None) -> PortLease:
-    """The engine's usual port when it is free (so the command is the one users know), else
-    one the kernel picks; never one another of our cells holds."""
-    candidates = ([preferred] if preferred else []) + [None] * 20
-    for candidate in candidates:
-        port = candidate or free_port(host)
-        lock = open(_port_lock_dir() / f"{port}.lock", "w")  # noqa: SIM115 - held on purpose
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            continue
-        if _bindable(host, port):
-            return PortLease(port, lock)
-        lock.close()
-    raise ServerError(f"no free port on {host}")
-
-
-def tail(path: str | Path, lines: int = 20) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
 @dataclass
 class ServerProcess:
     """A server in its own process group; for a container, also its name-based stop and
-    liveness commands (the docker client can outlive, or die before, the container)."""
+    liveness commands (the docker client can outlive, or die before, the container). With a
+    `record_path`, what it starts is on record there until a clean teardown, and its start ends
+    what an earlier launch of that record left running (process.leftovers)."""
 
     argv: list[str]
     log_path: Path
@@ -123,14 +49,18 @@ class ServerProcess:
     stop_argv: list[str] | None = None  # e.g. `docker rm -f NAME` for a container
     alive_argv: list[str] | None = None  # e.g. `docker inspect -f {{.State.Running}} NAME`
     follow_argv: list[str] | None = None  # detached container: `docker logs -f NAME`
+    container: str | None = None
+    record_path: Path | None = None
     proc: subprocess.Popen | None = None
     _checked_at: float = field(default=0.0, repr=False)
+    _recorded_at: float = field(default=0.0, repr=False)
+    _recorded: tuple = field(default=(), repr=False)
     _seen_running: bool = field(default=False, repr=False)
     _container_note: str = field(default="", repr=False)
 
     @classmethod
-    def for_command(cls, command, log_path: Path) -> ServerProcess:
-        """From a `launch.ServerCommand`."""
+    def for_command(cls, command, log_path: Path, record_path: Path | None = None) -> ServerProcess:
+        """From a server's command (`serve.Command`: an engines.command.ServerCommand)."""
         return cls(
             list(command.argv),
             Path(log_path),
@@ -138,6 +68,8 @@ class ServerProcess:
             stop_argv=command.stop_argv,
             alive_argv=command.alive_argv,
             follow_argv=command.follow_argv,
+            container=getattr(command, "container", None),
+            record_path=record_path,
         )
 
     def _run_quiet(self, argv: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
@@ -150,6 +82,9 @@ class ServerProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.record_path is not None:
+            leftovers.end_leftovers(self.record_path)
+            self.note_running(force=True)  # the container's name, before it exists
         if self.stop_argv:
             self._run_quiet(self.stop_argv, 60)  # a container left by a killed run, same name
         argv = self.argv
@@ -164,11 +99,27 @@ class ServerProcess:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                     env={**os.environ, **(self.env or {})},
                 )
             except OSError as exc:
                 raise ServerError(f"could not start {argv[0]}: {exc}") from exc
+        self.note_running(force=True)
+
+    def note_running(self, force: bool = False) -> None:
+        """Keep the record of what this server runs up to date: its process group and
+        descendants, and its container (at most once a second unless forced; written only when
+        something changed)."""
+        if self.record_path is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._recorded_at < RECORD_INTERVAL_S:
+            return
+        self._recorded_at = now
+        record = leftovers.record_of(self.pid, self.container)
+        if (record.processes, record.container) != self._recorded:
+            self._recorded = (record.processes, record.container)
+            leftovers.write_record(self.record_path, record)
 
     def _start_detached(self) -> None:
         """`docker run -d`: wait for it to create the container; its output goes to the log."""
@@ -200,6 +151,7 @@ class ServerProcess:
         once a second; a hung or exited container fails here, not at the readiness timeout)."""
         if self.proc is None or self.proc.poll() is not None:
             return False
+        self.note_running()
         if not self.alive_argv:
             return True
         now = time.monotonic()
@@ -218,21 +170,39 @@ class ServerProcess:
         return not (self._seen_running or self.follow_argv)
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM the group, then SIGKILL what is left; idempotent."""
+        """SIGTERM the group, then SIGKILL what is left; idempotent. An interruption on the way
+        (a second Ctrl-C, SIGTERM) cuts the grace short, never the teardown: the group is
+        SIGKILLed and reaped, then the interruption goes on up. The record, if any, is dropped
+        once nothing it names runs."""
+        interrupted: BaseException | None = None
+        container_gone = not self.stop_argv
         if self.stop_argv:
-            with contextlib.suppress(Exception):
-                subprocess.run(self.stop_argv, capture_output=True, timeout=timeout_s)
-        if self.proc is None:
-            return
-        pgid = self.proc.pid
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=timeout_s)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=timeout_s)
+            try:
+                done = subprocess.run(self.stop_argv, capture_output=True, timeout=timeout_s)
+                container_gone = done.returncode == 0 or b"No such container" in done.stderr
+            except Exception:
+                pass
+            except BaseException as exc:
+                interrupted = exc
+        if self.proc is not None:
+            pgid = self.proc.pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            if interrupted is None:
+                try:
+                    self.proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    pass
+                except BaseException as exc:
+                    interrupted = exc
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout_s)
+        if self.record_path is not None and container_gone:
+            leftovers.drop_record(self.record_path)
+        if interrupted is not None:
+            raise interrupted
 
     def died_message(self, when: str = "before it was ready") -> str:
         if self.proc is not None and self.follow_argv:
@@ -274,14 +244,14 @@ def wait_ready(
                 last = f"{health_path} answered {resp.status_code}"
             if healthy:
                 if probe_body is None:
-                    return time.monotonic() - start
+                    return _ready(server, start)
                 resp = session.post(
                     base_url + "/v1/chat/completions",
                     json=probe_body,
                     timeout=min(30.0, remaining),
                 )
                 if resp.status_code == 200:
-                    return time.monotonic() - start
+                    return _ready(server, start)
                 last = f"probe completion answered {resp.status_code}: {resp.text[:200]}"
         except requests.RequestException as exc:
             last = f"{type(exc).__name__}"
@@ -290,6 +260,14 @@ def wait_ready(
         f"server not ready after {timeout_s:.0f} s ({last}); last log lines:\n"
         f"{tail(server.log_path)}"
     )
+
+
+def _ready(server: ServerProcess, start: float) -> float:
+    """Seconds since `start`; the record names the server's processes as they are now (an
+    engine starts its workers before it answers)."""
+    ready_s = time.monotonic() - start
+    server.note_running(force=True)
+    return ready_s
 
 
 class _Terminated(BaseException):

@@ -15,7 +15,7 @@ import pytest
 from tests.support.outputs import BASE, BASE_C4, DRAFTER, FAILED, FIXTURES, REPO
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import RequestRecord
-from workflow_scripts.outputs import compare
+from workflow_scripts.outputs import compare_runs
 
 
 def results_copy(tmp_path, name: str):
@@ -51,7 +51,7 @@ def result_sets(tmp_path):
 
 def test_table_has_every_cell_done_in_both_with_interval_and_verdict(result_sets):
     a, b = result_sets
-    table = compare.compare_table(compare.read_results(a), compare.read_results(b))
+    table = compare_runs.compare_table(compare_runs.read_results(a), compare_runs.read_results(b))
     rows = table.set_index("cell")
     assert set(rows.index) == {BASE, DRAFTER, BASE_C4}  # the failed cell compares with nothing
     base = rows.loc[BASE]
@@ -106,11 +106,11 @@ def test_without_records_there_is_a_change_but_no_interval(result_sets):
     for folder in (a, b):
         for path in folder.glob("cells/*/requests.jsonl"):
             path.unlink()
-    table = compare.compare_table(compare.read_results(a), compare.read_results(b))
+    table = compare_runs.compare_table(compare_runs.read_results(a), compare_runs.read_results(b))
     base = table.set_index("cell").loc[BASE]
     assert base["decode_change_pct"] == pytest.approx(100 * (1 / 1.5 - 1))
     assert pd.isna(base["decode_lo_pct"]) and pd.isna(base["decode_verdict"])
-    assert compare.regressions(table, 10) == []  # no verdict, no failure
+    assert compare_runs.regressions(table, 10) == []  # no verdict, no failure
 
 
 def test_a_results_folder_without_cells_is_an_error(tmp_path):
@@ -124,7 +124,7 @@ def test_cli_draws_the_change_per_cell(result_sets, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "cmp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (tmp_path / "cmp.svg").read_bytes()[:2000]
-    table = compare.compare_table(compare.read_results(a), compare.read_results(b))
-    fig = compare.change_figure(table)
+    table = compare_runs.compare_table(compare_runs.read_results(a), compare_runs.read_results(b))
+    fig = compare_runs.change_figure(table)
     red = [line for line in fig.axes[0].lines if line.get_color() == "#c44e52"]
     assert red and red[-1].get_xdata()[0] == pytest.approx(100 * (1 / 1.5 - 1))  # BASE: slower

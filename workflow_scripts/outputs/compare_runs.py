@@ -22,10 +22,18 @@ import pandas as pd
 from ..atomic import write_text
 from ..loadgen.records import RequestRecord
 from ..vocabulary import Status
-from . import stats
-from .comparisons import same_prompts
+from .cell_pairs import same_prompts
+from .changes import (
+    NO_INTERVAL,
+    PAIRED_PROMPTS,
+    REPEATS_T,
+    SLOWER,
+    UNPAIRED,
+    Change,
+)
+from .changes import cell_changes as changes_between
 from .repeats import collapse_repeats
-from .stats import HIGHER_IS_BETTER, SLOWER, Change
+from .stats import HIGHER_IS_BETTER
 from .writers import to_markdown
 
 FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
@@ -33,9 +41,9 @@ SHORT = {"decode_tok_s": "decode", "ttft_median_ms": "ttft", "tpot_median_ms": "
 REGRESSED = 1
 # The basis column, as it read before unpaired comparisons existed.
 BASIS = {
-    stats.REPEATS_T: "repeats",
-    stats.PAIRED_PROMPTS: "paired",
-    stats.UNPAIRED: "unpaired bootstrap",
+    REPEATS_T: "repeats",
+    PAIRED_PROMPTS: "paired",
+    UNPAIRED: "unpaired bootstrap",
 }
 
 
@@ -70,10 +78,10 @@ def cell_changes(
     records_b: Sequence[RequestRecord] | None,
 ) -> tuple[dict[str, Change], str]:
     """B against A for one cell, and what the interval rests on."""
-    found = stats.cell_changes(
+    found = changes_between(
         _figures_of(a), _figures_of(b), records_a, records_b, FIGURES, same_prompts(a, b)
     )
-    if found.method == stats.NO_INTERVAL:
+    if found.method == NO_INTERVAL:
         changes = {}
         for figure in FIGURES:
             va, vb = _value(a, figure), _value(b, figure)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+
+from ..vocabulary import Cell
 
 _KEY: str | None = None
 
@@ -30,17 +31,17 @@ def secret_from_env(variable: str | None, where: str) -> str | None:
     return value
 
 
-def engine_api_key(cell: Any) -> str | None:
+def engine_api_key(cell: Cell) -> str | None:
     """The key the cell's server is started with."""
     return secret_from_env(
         cell.engine_spec.get("api_key_env"), f"engines.{cell.engine}.api_key_env"
     )
 
 
-def client_api_key(cell: Any) -> str | None:
+def client_api_key(cell: Cell) -> str | None:
     """The key the load generator sends: the workload's own variable when it names one (a
     client may be meant to send another key, or none), else the server's."""
-    variable = cell.workload_spec.get("api_key_env")
+    variable = cell.workload_spec.api_key_env
     if variable:
         return os.environ.get(variable) or None
     return engine_api_key(cell)

@@ -29,7 +29,8 @@ from tests.support.outputs import (
 from tests.support.pipeline import run_snakemake
 from workflow_scripts.config.matrix import repeat_id
 from workflow_scripts.loadgen.metrics import compute_metrics
-from workflow_scripts.outputs import comparisons, stats, writers
+from workflow_scripts.outputs import cell_pairs, writers
+from workflow_scripts.outputs import changes as change_stats
 from workflow_scripts.outputs.repeats import collapse_repeats
 
 OUTPUTS = ("comparisons.csv", "comparisons.md", "comparisons.html")
@@ -60,7 +61,7 @@ def test_cells_pair_when_only_engine_or_quant_differs(tmp_path):
     failed_q8 = variant(base, quant="q5_0") | {"status": "failed"}
     ordered = [base, drafter, base_c4, metrics[FAILED], q8, vllm_q4, vllm_bf16, vllm_ngram]
     ordered += [c4_q8, failed_q8]
-    pairs = {(p.a["cell"], p.b["cell"]): p.axis for p in comparisons.comparison_pairs(ordered)}
+    pairs = {(p.a["cell"], p.b["cell"]): p.axis for p in cell_pairs.comparison_pairs(ordered)}
     assert pairs == {
         (BASE, q8["cell"]): "quant",
         (BASE, vllm_q4["cell"]): "engine",
@@ -73,8 +74,8 @@ def test_cells_pair_when_only_engine_or_quant_differs(tmp_path):
     }  # never across workloads or drafters, never a cell that did not finish; A comes first
     # another repeat structure is no comparison
     repeated = q8 | {"repeats": {"runs": 3, "done": 3, "figures": []}}
-    assert comparisons.pair_axis(base, repeated) is None
-    assert comparisons.pair_axis(base, copy.deepcopy(base)) is None  # nothing differs
+    assert cell_pairs.pair_axis(base, repeated) is None
+    assert cell_pairs.pair_axis(base, copy.deepcopy(base)) is None  # nothing differs
 
 
 def test_table_on_fixture_records_pairs_over_the_prompts(tmp_path, records):
@@ -83,9 +84,9 @@ def test_table_on_fixture_records_pairs_over_the_prompts(tmp_path, records):
     other = variant(metrics[DRAFTER], quant="q8_0") | {"drafter": "none", "spec": None}
     other["cell"] = other["cell"].replace("__ngram__", "__none__")
     records[other["cell"]] = records[DRAFTER]
-    table = comparisons.comparisons_table([metrics[BASE], other], records)
-    assert list(table.columns) == comparisons.COLUMNS
-    assert list(table["figure"]) == list(comparisons.FIGURES)  # one row per figure
+    table = cell_pairs.comparisons_table([metrics[BASE], other], records)
+    assert list(table.columns) == cell_pairs.COLUMNS
+    assert list(table["figure"]) == list(cell_pairs.FIGURES)  # one row per figure
     decode = table.set_index("figure").loc["decode_tok_s"]
     assert (decode["axis"], decode["a_cell"], decode["b_cell"]) == ("quant", BASE, other["cell"])
     assert decode["a_value"] == pytest.approx(metrics[BASE]["decode_tok_s"])
@@ -94,13 +95,17 @@ def test_table_on_fixture_records_pairs_over_the_prompts(tmp_path, records):
         100 * (metrics[DRAFTER]["decode_tok_s"] / metrics[BASE]["decode_tok_s"] - 1)
     )  # every prompt completed by both: the change is the headline figures'
     assert decode["change_lo_pct"] <= decode["change_pct"] <= decode["change_hi_pct"]
-    assert decode["interval_method"] == stats.PAIRED_PROMPTS
+    assert decode["interval_method"] == change_stats.PAIRED_PROMPTS
     assert decode["interval_basis"] == "6 prompts"
-    assert decode["verdict"] in (stats.FASTER, stats.SLOWER, stats.NO_DIFFERENCE)
+    assert decode["verdict"] in (
+        change_stats.FASTER,
+        change_stats.SLOWER,
+        change_stats.NO_DIFFERENCE,
+    )
     # without records nothing is paired: the change alone, no interval, no verdict
-    bare = comparisons.comparisons_table([metrics[BASE], other]).set_index("figure")
+    bare = cell_pairs.comparisons_table([metrics[BASE], other]).set_index("figure")
     assert bare.loc["decode_tok_s", "change_pct"] == pytest.approx(decode["change_pct"])
-    assert bare.loc["decode_tok_s", "interval_method"] == stats.NO_INTERVAL
+    assert bare.loc["decode_tok_s", "interval_method"] == change_stats.NO_INTERVAL
     assert pd.isna(bare.loc["decode_tok_s", "verdict"])
 
 
@@ -128,9 +133,9 @@ def simulated_pair(rng, tpot_scale: float, n: int = 100, **b_changes):
 
 def verdicts(trials: int, tpot_scale: float, seed: int) -> dict[str, list[str]]:
     rng = np.random.default_rng(seed)
-    out: dict[str, list[str]] = {figure: [] for figure in comparisons.FIGURES}
+    out: dict[str, list[str]] = {figure: [] for figure in cell_pairs.FIGURES}
     for _ in range(trials):
-        table = comparisons.comparisons_table(*simulated_pair(rng, tpot_scale))
+        table = cell_pairs.comparisons_table(*simulated_pair(rng, tpot_scale))
         for row in table.to_dict("records"):
             out[row["figure"]].append(row["verdict"])
     return out
@@ -140,27 +145,27 @@ def test_a_planted_ten_percent_difference_reads_faster_or_slower():
     faster = verdicts(40, tpot_scale=1 / 1.1, seed=41)  # B decodes 10 % faster
     slower = verdicts(40, tpot_scale=1.1, seed=42)
     for figure in ("decode_tok_s", "tpot_median_ms"):  # lower TPOT is faster too
-        assert faster[figure].count(stats.FASTER) >= 0.9 * 40, (figure, faster[figure])
-        assert slower[figure].count(stats.SLOWER) >= 0.9 * 40, (figure, slower[figure])
+        assert faster[figure].count(change_stats.FASTER) >= 0.9 * 40, (figure, faster[figure])
+        assert slower[figure].count(change_stats.SLOWER) >= 0.9 * 40, (figure, slower[figure])
     # TTFT was left alone: no difference there
-    assert faster["ttft_median_ms"].count(stats.NO_DIFFERENCE) >= 0.85 * 40
+    assert faster["ttft_median_ms"].count(change_stats.NO_DIFFERENCE) >= 0.85 * 40
 
 
 def test_two_runs_of_one_distribution_mostly_read_no_detectable_difference():
     same = verdicts(60, tpot_scale=1.0, seed=43)
     for figure, found in same.items():
-        assert found.count(stats.NO_DIFFERENCE) >= 0.85 * 60, (figure, found)
+        assert found.count(change_stats.NO_DIFFERENCE) >= 0.85 * 60, (figure, found)
 
 
 def test_prompts_of_another_dataset_are_compared_unpaired_and_flagged():
     rng = np.random.default_rng(44)
     metrics, records = simulated_pair(rng, 1 / 1.5, dataset_sha256="b" * 64)
     metrics[0]["dataset_sha256"] = "a" * 64
-    row = comparisons.comparisons_table(metrics, records).iloc[0]
-    assert row["interval_method"] == stats.UNPAIRED
+    row = cell_pairs.comparisons_table(metrics, records).iloc[0]
+    assert row["interval_method"] == change_stats.UNPAIRED
     assert row["interval_basis"] == "100 + 100 requests"
     assert "prompts not paired" in row["flags"]
-    assert row["verdict"] == stats.FASTER  # 50 % faster shows even without pairing
+    assert row["verdict"] == change_stats.FASTER  # 50 % faster shows even without pairing
 
 
 def test_differently_tokenized_prompts_and_missing_prompts_are_flagged():
@@ -169,7 +174,7 @@ def test_differently_tokenized_prompts_and_missing_prompts_are_flagged():
     b = list(records)[1]
     records[b][0].prompt_tokens += 3  # the other server's template adds tokens
     records[b][1].status = "error"
-    flags = comparisons.comparisons_table(metrics, records).iloc[0]["flags"]
+    flags = cell_pairs.comparisons_table(metrics, records).iloc[0]["flags"]
     assert "different prompts completed (100 and 99): change on the 99 both completed" in flags
     assert "prompt tokens differ on 1 of 99 prompts" in flags
 
@@ -184,21 +189,21 @@ def test_cells_repeated_three_times_compare_their_repeats(tmp_path):
         for k, value in enumerate(values, start=1):
             runs.append(cell | {"cell": repeat_id(cell["cell"], k), "decode_tok_s": value})
     folded, _, _ = collapse_repeats(runs)
-    row = comparisons.comparisons_table(folded).set_index("figure").loc["decode_tok_s"]
+    row = cell_pairs.comparisons_table(folded).set_index("figure").loc["decode_tok_s"]
     assert row["a_value"] == pytest.approx(30.0) and row["b_value"] == pytest.approx(36.0)
     assert row["change_pct"] == pytest.approx(20.0)
-    assert (row["interval_method"], row["interval_basis"]) == (stats.REPEATS_T, "3 + 3 runs")
-    assert row["verdict"] == stats.FASTER
+    assert (row["interval_method"], row["interval_basis"]) == (change_stats.REPEATS_T, "3 + 3 runs")
+    assert row["verdict"] == change_stats.FASTER
 
 
 def test_markdown_and_html_show_the_compact_view(tmp_path, records):
     metrics = fixture_metrics(tmp_path)
     other = variant(metrics[BASE], engine="vllm-cpu", quant="bf16")
     records[other["cell"]] = records[BASE]
-    table = comparisons.comparisons_table([metrics[BASE], other], records)
+    table = cell_pairs.comparisons_table([metrics[BASE], other], records)
     out = {f"comparisons_{ext}": tmp_path / f"comparisons.{ext}" for ext in ("csv", "md", "html")}
-    comparisons.write_comparisons(table, out)
-    assert pd.read_csv(out["comparisons_csv"]).shape == (3, len(comparisons.COLUMNS))
+    cell_pairs.write_comparisons(table, out)
+    assert pd.read_csv(out["comparisons_csv"]).shape == (3, len(cell_pairs.COLUMNS))
     text = out["comparisons_md"].read_text()
     line = next(x for x in text.splitlines() if "| decode tok/s " in x)
     assert "| engine+quant " in line and "| llamacpp-local · q4_0 | vllm-cpu · bf16 |" in line

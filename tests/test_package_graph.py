@@ -1,0 +1,53 @@
+"""The packages of workflow_scripts depend one way: counted per top package (cell, engines,
+process, ...) with function-level imports included, their graph has no cycle. A module-level
+graph can be acyclic while two packages still import each other through different modules;
+this is the layering a reader sees, and the check prints the imports that close a cycle."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.support.import_graph import PACKAGE, cycles, edges_between, import_graph, package_graph
+
+
+def cycle_report(package: Path = PACKAGE) -> str:
+    """Each package cycle with the module imports that make it, empty when there is none."""
+    graph = import_graph(package)
+    packages = package_graph(graph)
+    lines = []
+    for members in cycles(packages):
+        lines.append("package cycle: " + " <-> ".join(members))
+        for a in members:
+            for b in members:
+                if b in packages.get(a, ()):
+                    lines += [f"    {edge}" for edge in edges_between(graph, a, b)]
+    return "\n".join(lines)
+
+
+def test_the_packages_depend_one_way():
+    report = cycle_report()
+    assert report == "", f"\n{report}"
+
+
+def test_the_process_layer_imports_no_package_above_it():
+    """process/ is below engines/ and cell/: both start servers through it."""
+    packages = package_graph(import_graph())
+    assert {"engines", "cell", "loadgen", "outputs", "config"}.isdisjoint(packages["process"])
+    assert "process" in packages["engines"] and "process" in packages["cell"]
+
+
+def test_a_planted_cycle_through_a_function_level_import_is_found_and_printed(tmp_path):
+    """A copy of the real tree, with one import inside a function of process/server.py reaching
+    up into cell/: the check must fail and name that import."""
+    copy = tmp_path / PACKAGE.name
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert cycle_report(copy) == ""
+    server = copy / "process" / "server.py"
+    server.write_text(
+        server.read_text() + "\n\ndef _planted():\n    from ..cell.run import run_cell\n"
+    )
+    report = cycle_report(copy)
+    assert "package cycle:" in report
+    assert "cell" in report and "process" in report
+    assert "workflow_scripts.process.server -> workflow_scripts.cell.run" in report

@@ -1,0 +1,133 @@
+"""The measured part spread over spawned load processes, for loads one Python process cannot
+keep up with: one shared prompt counter (still one closed loop over the prompts), one start
+time on the shared monotonic clock, one deadline, the records merged as if one process ran
+them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import traceback
+from collections.abc import Callable
+
+from ..process.server import die_with_parent
+from .closed_loop import measured
+from .datasets import Prompt
+from .records import ERROR, RequestRecord
+from .spec import LoadSpec
+
+
+def split_workers(concurrency: int, processes: int) -> list[int]:
+    """Workers per process: as even as possible, none empty."""
+    processes = max(1, min(processes, concurrency))
+    base, extra = divmod(concurrency, processes)
+    return [base + (i < extra) for i in range(processes)]
+
+
+def _child(pipe, spec: LoadSpec, prompts: list[Prompt], counter, tally, workers: int) -> None:
+    """One worker process: wait for the shared start time, run its workers, send the records.
+    It dies with the client (even a SIGKILLed one): no stream outlives the run."""
+    die_with_parent()
+    if os.getppid() != multiprocessing.parent_process().pid:
+        return  # the client died before the line above took effect
+    try:
+        pipe.send("ready")
+        t0 = pipe.recv()
+        if t0 is None:
+            return
+
+        def next_position() -> int | None:
+            with counter.get_lock():
+                position = counter.value
+                if position >= len(prompts):
+                    return None
+                counter.value = position + 1
+            return position
+
+        def on_record(record: RequestRecord) -> None:
+            with tally.get_lock():
+                tally[0] += 1
+                tally[1] += record.status == ERROR
+                tally[2] += record.completion_tokens or 0
+
+        records, capped = asyncio.run(
+            measured(spec, prompts, t0, workers, next_position, on_record)
+        )
+        pipe.send(("ok", records, capped))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+        pass  # interrupted, or the parent gave up before the start: nothing to report
+    except BaseException:
+        with contextlib.suppress(OSError):
+            pipe.send(("error", traceback.format_exc(), False))
+    finally:
+        pipe.close()
+
+
+class FanOut:
+    """The measured part from `processes` spawned processes: they start (and import) while this
+    one warms up, wait for the start time `run` sends, and are reaped by `close`."""
+
+    def __init__(self, spec: LoadSpec, prompts: list[Prompt], processes: int) -> None:
+        self.spec, self.prompts, self.processes = spec, prompts, processes
+        self.ctx = multiprocessing.get_context("spawn")
+        self.counter = self.ctx.Value("q", 0)
+        self.tally = self.ctx.Array("q", 3)  # done, errors, completion tokens: for the progress
+        self.procs: list = []
+        self.pipes: list = []
+        self.answers: list = []
+
+    def poll(self) -> tuple[int, int, int]:
+        return tuple(self.tally[:])
+
+    def start(self) -> None:
+        for workers in split_workers(self.spec.concurrency, self.processes):
+            mine, theirs = self.ctx.Pipe()
+            proc = self.ctx.Process(
+                target=_child,
+                args=(theirs, self.spec, self.prompts, self.counter, self.tally, workers),
+                daemon=True,
+            )
+            proc.start()
+            theirs.close()
+            self.procs.append(proc)
+            self.pipes.append(mine)
+
+    async def ready(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._receive)
+
+    async def run(self, t0: float, on_record: Callable[[RequestRecord], None]) -> None:
+        """Send the start time; each process counts its records in the shared tally instead."""
+        for pipe in self.pipes:
+            pipe.send(t0)
+        self.answers = await asyncio.get_running_loop().run_in_executor(None, self._receive)
+
+    def _receive(self) -> list:
+        return [p.recv() for p in self.pipes]
+
+    def close(self) -> None:
+        """Reap the processes. A run that did not finish (an error, Ctrl-C, SIGTERM) ends them
+        at once: they would keep streaming, connections open, until the deadline. The pipes
+        close last, so a thread still waiting on one sees the end of its process."""
+        if len(self.answers) < len(self.procs):
+            for proc in self.procs:
+                proc.terminate()
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for pipe in self.pipes:
+            pipe.close()
+
+    def outcome(self) -> tuple[list[RequestRecord], bool]:
+        """The processes' records merged, or the first failure's traceback raised."""
+        records: list[RequestRecord] = []
+        capped = False
+        for kind, payload, child_capped in self.answers:
+            if kind == "error":
+                raise RuntimeError(f"a load process failed:\n{payload}")
+            records += payload
+            capped = capped or child_capped
+        return records, capped

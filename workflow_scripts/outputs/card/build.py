@@ -1,0 +1,88 @@
+"""One card from a cell and its metrics.json: the sections in order, the notes, the status line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...text import first_line
+from ...vocabulary import Cell, CellData, CellMetrics, Status
+from ..compact import NOT_RUN
+from .configuration import configuration_section, tags
+from .measured import checks_section, intervals_section, measured_section, spec_section
+from .model import Card, Section
+from .provenance import commands_section, provenance_section
+
+
+def notes(cell: Cell, metrics: CellMetrics) -> list[str]:
+    out = []
+    status = metrics.get("status")
+    if status != Status.DONE and metrics.get("reason"):
+        out.append(f"{status}: {metrics['reason'].strip()}")
+    reference = cell.reference
+    if reference:
+        extra = {k: v for k, v in reference.items() if k != "note"}
+        out.append(
+            "Published reference figures (not measured here): "
+            + ", ".join(f"{k} = {v}" for k, v in extra.items())
+            + (f". {reference['note']}" if reference.get("note") else "")
+        )
+    if metrics.get("synthetic"):
+        out.append("Synthetic weights: throughput is real, the generated text is noise.")
+    if metrics.get("errors_by_reason"):
+        reasons = ", ".join(f"{k}: {v}" for k, v in metrics["errors_by_reason"].items())
+        out.append(f"Errors by reason: {reasons}.")
+    if metrics.get("hit_time_cap"):
+        out.append("The run hit its time cap: requests in flight after the grace were cancelled.")
+    mem = metrics.get("mem") or {}
+    if mem.get("baseline_quiet") is False:
+        out.append("The memory baseline was noisy before launch; memory deltas are less certain.")
+    guard = metrics.get("context_guard") or {}
+    if guard.get("skipped"):
+        out.append(
+            f"{len(guard['skipped'])} of {guard.get('checked')} prompts were skipped before the "
+            f"load: prompt + max_tokens {guard.get('max_tokens')} does not fit the per-slot "
+            f"context of {guard.get('per_slot_context')} tokens (context_guard "
+            f"'{guard.get('policy')}')."
+        )
+    if metrics.get("dataset_note"):
+        out.append(f"Dataset: {metrics['dataset_note']}.")
+    for key in ("context_note", "notes"):
+        value = metrics.get(key)
+        if isinstance(value, str) and value:
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(str(v) for v in value)
+    return out
+
+
+def status_line(metrics: CellMetrics) -> str:
+    status = metrics.get("status") or NOT_RUN
+    reason = first_line(metrics.get("reason"), 300)
+    return f"{status}: {reason}" if reason and status != Status.DONE else status
+
+
+def build_card(
+    cell: CellData,
+    metrics: CellMetrics,
+    plots: Sequence[tuple[str, str]] = (),
+    results_dir: str = "results",
+    records: Sequence[Any] | None = None,
+) -> Card:
+    """`cell` is the config's cell (or its dict, as the card rule's params carry it), `metrics`
+    its metrics.json; `plots` are (caption, path relative to the card); `records` (its
+    requests) add intervals."""
+    cell = Cell.of(cell)
+    sections = [configuration_section(cell, metrics), measured_section(metrics, cell.reference)]
+    if cell.has_drafter:
+        sections.append(spec_section(metrics, cell.reference))
+    if records and metrics.get("status") == Status.DONE:
+        sections.append(intervals_section(records))
+    if metrics.get("client") or metrics.get("interference"):
+        sections.append(checks_section(metrics))
+    if plots:
+        sections.append(Section("Plots", images=list(plots)))
+    sections.append(commands_section(cell, metrics, results_dir))
+    sections.append(provenance_section(cell, metrics))
+    sections.append(Section("Notes", paragraphs=notes(cell, metrics) or ["—"], bullets=True))
+    return Card(cell.id, status_line(metrics), sections, tags(cell, metrics))

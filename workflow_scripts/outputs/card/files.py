@@ -1,0 +1,61 @@
+"""The card rule's body: read a cell's files, draw its plots, write card.md and card.html."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from ...atomic import write_text
+from ...loadgen.records import RequestRecord
+from ...vocabulary import Cell, CellData
+from ..report_html import data_uri
+from .build import build_card, status_line
+from .model import Card
+from .render import render_html, render_markdown
+
+# Caption and output key of each per-cell figure the card shows.
+CELL_PLOTS = [
+    ("TTFT and TPOT distributions (CDF)", "latency_plot"),
+    ("Memory over time, phases shaded", "memory_plot"),
+]
+
+
+def write_card(
+    cell: CellData,
+    metrics_path: str | Path,
+    requests_path: str | Path,
+    memory_path: str | Path,
+    out: Mapping[str, str | Path],
+) -> Card:
+    """Read a cell's files, draw its plots and write card.md and card.html (paths in `out`:
+    card_md, card_html, latency_plot, memory_plot)."""
+    from ..plots import save_figure
+    from ..plots_cell import latency_figure, memory_figure, read_memory, read_requests
+
+    cell = Cell.of(cell)
+    metrics = json.loads(Path(metrics_path).read_text())
+    status = status_line(metrics)
+    save_figure(latency_figure(read_requests(requests_path), cell.id, status), out["latency_plot"])
+    save_figure(memory_figure(read_memory(memory_path), cell.id, status), out["memory_plot"])
+    card_dir = Path(out["card_md"]).parent
+    plots = [
+        (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS
+    ]
+    records = [RequestRecord.from_dict(r) for r in read_requests(requests_path)]
+    card = build_card(
+        cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix(), records=records
+    )
+    write_text(out["card_md"], render_markdown(card))
+    write_text(out["card_html"], render_html(card, lambda rel: data_uri(card_dir / rel)))
+    return card
+
+
+def card_from_snakemake(sm) -> None:
+    write_card(
+        Cell.from_dict(json.loads(sm.params.cell)),
+        sm.input.metrics,
+        sm.input.requests,
+        sm.input.memory,
+        sm.output,
+    )
