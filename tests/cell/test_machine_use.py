@@ -162,6 +162,14 @@ def settle(*pids: int) -> None:
             time.sleep(0.05)
 
 
+def wait_for_children(pid: int, count: int) -> None:
+    """Wait until the process has started `count` children (its own start-up CPU can pass
+    settle()'s bar before it has forked)."""
+    deadline = time.monotonic() + 20
+    while len(psutil.Process(pid).children()) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_busy_loop_outside_both_trees_flags_the_cell(processes):
     """Real: a spinning server, an idle client and a spinning outsider (neither tree): the
     server's spin is the server's, the outsider's is other work, and it is flagged."""
@@ -190,6 +198,7 @@ def test_a_busy_loop_inside_the_server_or_client_tree_is_not_other_work(processe
     """Real: the same spin as the server, and as a child of the client: charged to each tree, so
     other work is the machine's busy time less exactly those (whatever else the machine ran)."""
     server, client = processes(SPIN), processes(SPINNING_CHILD)
+    wait_for_children(client.pid, 1)
     settle(server.pid, client.pid)
     (kid,) = psutil.Process(client.pid).children()
     before = {pid: own_cpu_s(pid) for pid in (server.pid, kid.pid)}
