@@ -89,6 +89,27 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class SweepPoint:
+    """Where a cell sits in a sweep (`workloads.<w>.concurrency` or `.request_rate` a list): the
+    workload it comes from, the axis and value it sets, its place in the configured list, and
+    whether the points of its series share one server start."""
+
+    workload: str  # the configured workload's name; the cell's `workload` is `<w>-c8`, `<w>-r2.5`
+    axis: str  # concurrency | request_rate
+    value: float  # an int for concurrency
+    index: int  # its place in the configured list
+    series: str  # the cell id without the point: model__engine__quant__drafter__<w> (+__rk)
+    shared_server: bool  # the series' points run one after another on one server start
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> SweepPoint | None:
+        return None if data is None else cls(**data)
+
+
+@dataclass(frozen=True)
 class MemorySettings:
     """How a cell samples memory (`memory` of the config)."""
 
@@ -141,6 +162,7 @@ class Cell:
     run: RunSettings
     reference: dict[str, Any] = field(default_factory=dict)
     blocked: str | None = None
+    sweep: SweepPoint | None = None  # None: not a point of a sweep
 
     @property
     def weights_key(self) -> str:
@@ -170,6 +192,7 @@ class Cell:
         out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
         out["workload_spec"] = self.workload_spec.to_dict()
         out["run"] = self.run.to_dict()
+        out["sweep"] = self.sweep.to_dict() if self.sweep else None
         return out
 
     @classmethod
@@ -179,6 +202,7 @@ class Cell:
                 **data,
                 "workload_spec": Workload.from_dict(data["workload_spec"]),
                 "run": RunSettings.from_dict(data["run"]),
+                "sweep": SweepPoint.from_dict(data.get("sweep")),
             }
         )
 
@@ -202,6 +226,9 @@ def identity(cell: Cell) -> CellMetrics:
         "drafter": cell.drafter,
         "workload": cell.workload,
         "concurrency": cell.concurrency,
+        "request_rate": cell.workload_spec.request_rate,
+        "series": cell.sweep.series if cell.sweep else None,
+        "sweep": cell.sweep.to_dict() if cell.sweep else None,
         "num_prompts": cell.workload_spec.num_prompts,
         "synthetic": cell.weights.get("source") == "synthetic",
     }
@@ -256,6 +283,10 @@ class CellMetrics(TypedDict, total=False):
     drafter: str
     workload: str
     concurrency: int
+    request_rate: float | None  # Poisson arrivals per second; None: all at once
+    series: str | None  # the sweep series the cell is a point of
+    sweep: dict[str, Any] | None  # SweepPoint.to_dict() of a point
+    server_start: dict[str, Any] | None  # a shared series' server start this point ran on
     num_prompts: int
     synthetic: bool
     status: Status
