@@ -8,9 +8,13 @@ rule cell:
         server_log=f"{RESULTS}/cells/{{cell}}/server.log",
     log:
         "logs/cells/{cell}.log",
+    group:
+        cell_group
     conda:
         "../envs/bench.yaml"
+    threads: cell_threads
     resources:
+        machine=cell_resource("machine"),
         gpu=cell_resource("gpu"),
         mem_mb=cell_resource("mem_mb"),
         runtime=cell_resource("runtime"),
@@ -24,3 +28,38 @@ rule cell:
         failures_dir=FAILURES,
     script:
         "../workflow_scripts/entry/cell.py"
+
+
+# The server a sweep's series shares (workflow_scripts.cell.shared): a service job in the
+# series' group, its record written once the server answers, ended once the last point is done.
+# It holds the machine (`machine=1`, the default profile's `resources`) while its points run.
+rule series_server:
+    input:
+        unpack(series_inputs),
+    output:
+        server=service(f"{RESULTS}/cells/.series/{{series}}.json"),
+    log:
+        "logs/series/{series}.log",
+    group:
+        "series-{series}"
+    conda:
+        "../envs/bench.yaml"
+    threads: 0
+    resources:
+        machine=1,
+        gpu=series_resource("gpu"),
+        mem_mb=series_resource("mem_mb"),
+        runtime=series_resource("runtime"),
+        cpus_per_task=series_resource("cpus_per_task"),
+        slurm_partition=series_resource("slurm_partition"),
+        slurm_account=series_resource("slurm_account"),
+        slurm_extra=series_resource("slurm_extra"),
+    params:
+        python=PYTHON,
+        basedir=workflow.basedir,
+        cell=series_settings,
+        inputs=series_input_args,
+    shell:
+        "PYTHONPATH={params.basedir:q} exec {params.python} -m workflow_scripts.entry.series_server"
+        " {log:q} --cell {params.cell:q} --server {output.server:q} {params.inputs}"
+        " --failures-dir {FAILURES:q}"

@@ -3,6 +3,7 @@
 # The config is checked by workflow_scripts.config.matrix.validate_config against
 # schemas/config.schema.yaml (defaults filled in) plus its cross references, so
 # every error names the offending key before anything is downloaded.
+import shlex
 import sys
 
 # This checkout's workflow_scripts, installed or not. Snakemake hands this search path on to
@@ -11,12 +12,15 @@ import sys
 sys.path.insert(0, workflow.basedir)
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import DeploymentMethod
 
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.cell.failures import failure_count
+from workflow_scripts.cell.series import record_path, write_placeholders
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import resources_by_cell, without_resources
+from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
 from workflow_scripts.outputs.labels import optional_summary_figures, report_labels
 from workflow_scripts.outputs.run_end import print_run_end
 from workflow_scripts.vocabulary import ConfigError
@@ -34,6 +38,11 @@ try:
     CELLS = {cell.id: cell for cell in build_cells(CONFIG)}
 except ConfigError as error:
     raise WorkflowError(str(error))
+# The series whose points share one server start (workflow_scripts.cell.shared): each point is
+# a cell job in its series' group, with the series' server as a service job beside it.
+SERIES = shared_series(CELLS.values())
+SERIES_OF = {point.id: name for name, points in SERIES.items() for point in points}
+CELL_RESOURCES, SERIES_RESOURCES = series_resources(SERIES, CELL_RESOURCES)
 
 
 # SIGTERM to snakemake tears the running cells' servers down now (Snakemake alone would wait
@@ -54,6 +63,8 @@ onerror:
 
 RESULTS = CONFIG["results_dir"]
 FAILURES = f"{RESULTS}/failures"
+# Each series' server record exists between runs (workflow_scripts.cell.series says why).
+write_placeholders(f"{RESULTS}/cells", SERIES)
 WEIGHTS = {}
 for _cell in CELLS.values():
     if _cell.blocked:
@@ -71,6 +82,7 @@ wildcard_constraints:
     cell="[A-Za-z0-9._-]+",
     weights="[A-Za-z0-9._-]+__[A-Za-z0-9._-]+",
     engine="[A-Za-z0-9._-]+",
+    series="[A-Za-z0-9._-]+",
 
 
 def final_outputs():
@@ -122,7 +134,15 @@ def cell_inputs(wildcards):
             f"no cell {wildcards.cell!r} in this config; "
             "`python -m workflow_scripts.plan` lists its cells"
         )
-    cell = CELLS[wildcards.cell]
+    inputs = inputs_of(CELLS[wildcards.cell])
+    if wildcards.cell in SERIES_OF:
+        # ancient: a new server start never reruns the points that ran on an earlier one
+        inputs["server"] = ancient(series_record(SERIES_OF[wildcards.cell]))
+    return inputs
+
+
+def inputs_of(cell):
+    """The stamps of what a cell runs: its engine, its weights, its drafter's weights."""
     if cell.blocked:
         return {}
     inputs = {
@@ -132,6 +152,59 @@ def cell_inputs(wildcards):
     if cell.drafter_weights_key:
         inputs["drafter_weights"] = f"{RESULTS}/weights/{cell.drafter_weights_key}.json"
     return inputs
+
+
+def series_record(series):
+    return str(record_path(f"{RESULTS}/cells", series))
+
+
+def cell_threads(wildcards):
+    """A point of a shared series holds no core: Snakemake adds up the threads of a group's
+    jobs that start together, and its points start together (they take turns on the server).
+    """
+    return 0 if wildcards.cell in SERIES_OF else 1
+
+
+def cell_group(wildcards):
+    series = SERIES_OF.get(wildcards.cell)
+    return f"series-{series}" if series else None
+
+
+def series_inputs(wildcards):
+    """What a series' server job reads: what its launch point's cell job reads."""
+    if wildcards.series not in SERIES:
+        raise WorkflowError(
+            f"no series {wildcards.series!r} shares a server in this config"
+        )
+    return inputs_of(launch_cell(SERIES[wildcards.series]))
+
+
+def series_input_args(wildcards):
+    """The series' inputs as its server command's flags (`--engine PATH --weights PATH`)."""
+    return " ".join(
+        f"--{name.replace('_', '-')} {shlex.quote(path)}"
+        for name, path in series_inputs(wildcards).items()
+    )
+
+
+# The Python a shell rule runs workflow_scripts with: the rules' conda env's under --use-conda,
+# else the one running Snakemake (a bare venv need not be on PATH).
+PYTHON = (
+    "python"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else shlex.quote(sys.executable)
+)
+
+
+def series_settings(wildcards):
+    return canonical_json(CELL_DICTS[launch_cell(SERIES[wildcards.series]).id])
+
+
+def series_resource(key):
+    def of_series(wildcards):
+        return SERIES_RESOURCES[wildcards.series].get(key)
+
+    return of_series
 
 
 def cell_settings(wildcards):

@@ -6,6 +6,8 @@ rule engine:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         spec=engine_spec,
         failed_attempts=engine_failures,

@@ -8,6 +8,8 @@ rule weights:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         spec=weights_spec,
         failed_attempts=weights_failures,

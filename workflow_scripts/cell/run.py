@@ -7,14 +7,13 @@ an interruption (Ctrl-C, SIGTERM) tears the server down and writes no result at 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 
@@ -44,7 +43,7 @@ from ..terminal import say
 from ..vocabulary import Cell, CellMetrics, Status, identity
 from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
 from .failures import bump_failures
-from .record import host_info, weights_provenance, write_blocked, write_outputs
+from .record import host_info, weights_provenance, write_outputs
 from .specdecode import spec_result
 
 
@@ -59,6 +58,7 @@ class CellInputs:
     drafter_manifest: dict[str, Any] | None = None
     failures_dir: Path | None = None
     thresholds: Thresholds = Thresholds()  # the config's `checks`: they decide flags only
+    series_record: Path | None = None  # a shared series' server record (cell.series)
 
 
 def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSpec:
@@ -94,10 +94,11 @@ def _scrape(base_url: str, paths: list[str]) -> str | None:
     return None
 
 
-def run_cell(inputs: CellInputs) -> CellMetrics:
+def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMetrics:
     """Run the cell and write its files; return metrics.json's content. The stages, in order:
-    plan the launch, start the server and wait for it, guard the prompts, warm up and load,
-    scrape, tear down, record; a failure at any of them is the cell's result."""
+    plan the launch, start the server and wait for it (`serving`: the cell's own server, or a
+    shared series' server, cell.shared), guard the prompts, warm up and load, scrape, tear
+    down, record; a failure at any of them is the cell's result."""
     cell, out = inputs.cell, inputs.out_dir
     out.mkdir(parents=True, exist_ok=True)
     adapter = adapter_for(cell.engine_kind)
@@ -118,15 +119,14 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
             check_inputs(inputs)
             dataset = load_prompts(cell)
             result.update(dataset_facts(dataset))
-            plan = plan_launch(inputs, adapter, dataset, log_path)
-            result.update(launch_facts(plan, inputs.engine_info))
-            server = plan.launch.server
-            sampler = memory_sampler(plan.cell, server)
-            start_sampling(sampler, plan.cell)
+            server = (serving or OwnServer)(inputs, adapter, dataset, log_path)
+            result.update(server.launch_facts())
+            sampler = server.sampler
             try:
-                with plan.launch:  # leaving it stops the server and frees its port
-                    ready = start_and_wait(plan, adapter, sampler)
+                with server:  # leaving it stops the server (or hands a shared one on)
+                    ready = server.ready()
                     result.update(ready.facts())
+                    plan = server.plan
                     prompts, report = guard(plan, adapter)
                     result["context_guard"] = report.to_dict()
                     report.enforce()  # `fail`, or nothing left: the cell fails before any load
@@ -144,7 +144,7 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
                         ),
                     )
                     records = load.records
-                    died = None if server.alive() else server.died_message("while the load ran")
+                    died = server.died("while the load ran")
                     window.scrape_after()
                     sampler.set_phase("teardown")
             finally:
@@ -171,6 +171,53 @@ def run_cell(inputs: CellInputs) -> CellMetrics:
     result["engine_info"] = {k: v for k, v in inputs.engine_info.items() if k != "reason"}
     write_outputs(out, result, records)
     return result
+
+
+class Serving(Protocol):
+    """Where a cell's server comes from: what the run records of its launch, its memory
+    sampler, the plan the load runs on (cell, prompts, command), and a `with` that ends it."""
+
+    plan: Any
+    sampler: MemorySampler
+
+    def __init__(
+        self, inputs: CellInputs, adapter: EngineAdapter, dataset: Dataset, log_path: Path
+    ) -> None: ...
+    def launch_facts(self) -> CellMetrics: ...
+    def ready(self) -> Ready: ...
+    def died(self, when: str) -> str | None: ...
+    def __enter__(self) -> Serving: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class OwnServer:
+    """The cell's own server: the memory baseline before its launch, started and waited on by
+    this cell, stopped when the cell leaves it."""
+
+    def __init__(
+        self, inputs: CellInputs, adapter: EngineAdapter, dataset: Dataset, log_path: Path
+    ) -> None:
+        self.adapter, self.engine_info = adapter, inputs.engine_info
+        self.plan = plan_launch(inputs, adapter, dataset, log_path)
+        self.sampler = memory_sampler(self.plan.cell, self.plan.launch.server)
+
+    def launch_facts(self) -> CellMetrics:
+        return launch_facts(self.plan, self.engine_info)
+
+    def __enter__(self) -> OwnServer:
+        start_sampling(self.sampler, self.plan.cell)
+        self.plan.launch.__enter__()
+        return self
+
+    def ready(self) -> Ready:
+        return start_and_wait(self.plan, self.adapter, self.sampler)
+
+    def died(self, when: str) -> str | None:
+        server = self.plan.launch.server
+        return None if server.alive() else server.died_message(when)
+
+    def __exit__(self, *exc: object) -> None:
+        self.plan.launch.__exit__(*exc)
 
 
 def check_inputs(inputs: CellInputs) -> None:
@@ -320,12 +367,13 @@ class Ready:
     server_version: str | None
     container_image_id: str | None
     window: BenchWindow
+    shared: CellMetrics = field(default_factory=dict)  # a shared server's launch and start
 
     def facts(self) -> CellMetrics:
         found: CellMetrics = {"ready_s": self.ready_s, "server_version": self.server_version}
         if self.container_image_id is not None:
             found["container_image_id"] = self.container_image_id
-        return found
+        return {**found, **self.shared}
 
 
 def start_and_wait(plan: LaunchPlan, adapter: EngineAdapter, sampler: MemorySampler) -> Ready:
@@ -407,30 +455,3 @@ def check_run(
         raise ServerError(died)
     if figures["completed"] == 0:
         raise ServerError(f"no request completed ({figures['errors_by_reason']})")
-
-
-def run_cell_from_snakemake(sm) -> None:
-    """The cell rule's body: settings from params, manifests from inputs."""
-    cell = Cell.from_dict(json.loads(sm.params.cell))
-    out = Path(sm.output.metrics).parent
-    if cell.blocked:
-        write_blocked(cell, out)
-        return
-    drafter = sm.input.get("drafter_weights")
-    inputs = CellInputs(
-        cell=cell,
-        out_dir=out,
-        engine_info=json.loads(Path(sm.input.engine).read_text()),
-        weights_manifest=json.loads(Path(sm.input.weights).read_text()),
-        drafter_manifest=json.loads(Path(drafter).read_text()) if drafter else None,
-        failures_dir=Path(sm.params.failures_dir),
-        # read from the config, not params: a threshold only decides a flag, and editing one
-        # must not rerun a measurement
-        thresholds=Thresholds.from_config(sm.config.get("checks")),
-    )
-    result = run_cell(inputs)
-    if result["status"] == Status.DONE:
-        say(f"{cell.id}: done, {result['decode_tok_s']:.1f} decode tok/s")
-    else:
-        reason = (result.get("reason") or "no reason given").splitlines()[0][:300]
-        say(f"{cell.id}: failed: {reason}")

@@ -17,8 +17,16 @@ import jsonschema
 import yaml
 
 from ..engines import adapter_for, known_kinds
-from ..vocabulary import NO_DRAFTER, Cell, ConfigError, MemorySettings, RunSettings, Workload
-from . import bounded_yaml, checks, secrets
+from ..vocabulary import (
+    NO_DRAFTER,
+    Cell,
+    ConfigError,
+    MemorySettings,
+    RunSettings,
+    SweepPoint,
+    Workload,
+)
+from . import bounded_yaml, checks, secrets, sweeps
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
 
@@ -140,6 +148,8 @@ def _check_references(config: dict[str, Any]) -> None:
                 "and '-', must not contain '__', and start with a letter or digit"
             )
     checks.check_cells(config)
+    for name, workload in config["workloads"].items():
+        sweeps.check_workload(name, workload)
 
 
 @dataclass(frozen=True)
@@ -246,10 +256,10 @@ def _engine_spec_of(config: dict[str, Any], choice: Choice) -> dict[str, Any]:
     return spec
 
 
-def _workload_of(config: dict[str, Any], choice: Choice, engine_spec: dict[str, Any]) -> Workload:
-    """The workload without `repeats` (they make more cells, never different ones); the client
-    sends the key the server requires unless the workload names its own variable."""
-    entry = {k: v for k, v in config["workloads"][choice.workload].items() if k != "repeats"}
+def _workload_of(point: sweeps.Point, engine_spec: dict[str, Any]) -> Workload:
+    """One point's load (`repeats` make more cells, never different ones); the client sends
+    the key the server requires unless the workload names its own variable."""
+    entry = dict(point.entry)
     if engine_spec.get("api_key_env") and "api_key_env" not in entry:
         entry["api_key_env"] = engine_spec["api_key_env"]
     return Workload.from_dict(entry)
@@ -275,6 +285,7 @@ def resolve_cell(config: dict[str, Any], choice: Choice) -> Cell:
     check_known("quant", quant, model["quants"], f"{where}.quant")
     check_known("engine", choice.engine, config["engines"], f"{where}.engine")
     check_known("workload", choice.workload, config["workloads"], f"{where}.workload")
+    workload = config["workloads"][choice.workload]
     engine_kind = config["engines"][choice.engine]["kind"]
     drafter_spec, drafter_weights = _drafter_of(config, choice, engine_kind)
     engine_spec = _engine_spec_of(config, choice)
@@ -296,15 +307,53 @@ def resolve_cell(config: dict[str, Any], choice: Choice) -> Cell:
         engine_spec=engine_spec,
         drafter_spec=drafter_spec,
         drafter_weights=drafter_weights,
-        workload_spec=_workload_of(config, choice, engine_spec),
+        workload_spec=_workload_of(sweeps.points(choice.workload, workload)[0], engine_spec),
         run=run_settings(config, engine_spec),
         reference=choice.reference,
         blocked=choice.blocked,
     )
 
 
+def expand_points(config: dict[str, Any], cell: Cell) -> list[Cell]:
+    """Step 3: a cell of a sweeping workload -> one cell per point (`<workload>-c8`), in the
+    configured order; any other cell as it is. The points of a series that share a server run
+    it with the prefix cache off (the adapter's `prefix_cache_off`, under the config's own
+    settings): no point may be sped up by an earlier point's prompts still cached."""
+    workload = config["workloads"][cell.workload]
+    if sweeps.axis_of(workload) is None:
+        return [cell]
+    shared = workload["share_server"]
+    engine_spec = cell.engine_spec
+    if shared:
+        adapter = adapter_for(cell.engine_kind)
+        settings = {**adapter.prefix_cache_off, **engine_spec["settings"]}
+        engine_spec = {**engine_spec, "settings": settings}
+    series = cell_id(cell.model, cell.engine, cell.quant, cell.drafter, cell.workload)
+    out = []
+    for point in sweeps.points(cell.workload, workload):
+        sweep = SweepPoint(
+            workload=cell.workload,
+            axis=point.axis,
+            value=point.value,
+            index=point.index,
+            series=series,
+            shared_server=shared,
+        )
+        out.append(
+            replace(
+                cell,
+                id=cell_id(cell.model, cell.engine, cell.quant, cell.drafter, point.part),
+                workload=point.part,
+                engine_spec=engine_spec,
+                workload_spec=_workload_of(point, engine_spec),
+                sweep=sweep,
+            )
+        )
+    return out
+
+
 def claim_id(seen: dict[str, str], cell: Cell, where: str) -> None:
-    """Step 3: a cell id is one cell's: a second entry naming the same cell fails."""
+    """Step 4: a cell id is one cell's: a second entry naming the same cell fails."""
     if cell.id in seen:
         raise ConfigError(
             f"config key '{where}': duplicate cell id '{cell.id}' (also from {seen[cell.id]})"
@@ -313,11 +362,16 @@ def claim_id(seen: dict[str, str], cell: Cell, where: str) -> None:
 
 
 def expand_repeats(cell: Cell, repeats: int) -> list[Cell]:
-    """Step 4: the cell and its repeats 2..n (`<cell>__rk`). A blocked cell is listed once,
+    """Step 5: the cell and its repeats 2..n (`<cell>__rk`; a point's repeats make series of
+    their own, `<series>__rk`, each with its own server start). A blocked cell is listed once,
     never run."""
     if cell.blocked:
         return [cell]
-    return [cell] + [replace(cell, id=repeat_id(cell.id, k)) for k in range(2, repeats + 1)]
+    out = [cell]
+    for k in range(2, repeats + 1):
+        sweep = cell.sweep and replace(cell.sweep, series=repeat_id(cell.sweep.series, k))
+        out.append(replace(cell, id=repeat_id(cell.id, k), sweep=sweep))
+    return out
 
 
 def build_cells(config: dict[str, Any]) -> list[Cell]:
@@ -330,8 +384,10 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             explicit_quant = choice.quant and not choice.where.endswith(".matrix")
             where = f"{choice.where}.quant" if explicit_quant else choice.where
             checks.check_weights_format(cell, where)
-        claim_id(seen, cell, choice.where)
-        cells += expand_repeats(cell, config["workloads"][cell.workload]["repeats"])
+        repeats = config["workloads"][cell.workload]["repeats"]
+        for point in expand_points(config, cell):
+            claim_id(seen, point, choice.where)
+            cells += expand_repeats(point, repeats)
     return cells
 
 

@@ -112,6 +112,9 @@ class EngineAdapter:
     # Settings of one shape, as JSON-schema types (`port: true` is not port 1, `ctx_size: {a: 1}`
     # no context); null leaves a flag out. The rest go through `flag_args` as they are.
     setting_types: ClassVar[dict[str, tuple[str, ...]]] = {"port": ("integer",)}
+    # The settings that keep a server from serving a prompt from its prefix cache: a sweep's
+    # points that share one server start run with them, so no point re-serves an earlier one's.
+    prefix_cache_off: ClassVar[dict[str, Any]] = {}
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
         where = f"engines.{name}"

@@ -59,6 +59,8 @@ class LlamaCppAdapter(EngineAdapter):
     api_key_env_var = "LLAMA_API_KEY"
     splits_context = True
     weight_formats = frozenset({"gguf"})
+    # no reuse of a slot's cached prefix, no host-memory prompt cache
+    prefix_cache_off = {"cache_prompt": False, "cache_ram": 0}
     setting_types = {
         **{key: ("integer",) for key in ("port", "ctx_size", "parallel", "threads")},
         **{key: ("integer",) for key in ("batch_size", "ubatch_size")},

@@ -60,6 +60,7 @@ class SglangAdapter(HubModelAdapter):
     setting_order = SETTING_ORDER
     docker_args = ("--shm-size", "32g")
     weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file
+    prefix_cache_off = {"disable_radix_cache": True}
     setting_types = {
         "port": ("integer",),
         "mem_fraction_static": ("number",),

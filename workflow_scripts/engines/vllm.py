@@ -45,6 +45,7 @@ class VllmAdapter(HubModelAdapter):
     docker_args = ("--ipc=host",)
     api_key_env_var = "VLLM_API_KEY"
     weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file (experimental)
+    prefix_cache_off = {"enable_prefix_caching": False}
     setting_types = {
         "port": ("integer",),
         "max_model_len": ("integer", "string"),  # `64k` too

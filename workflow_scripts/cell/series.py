@@ -1,0 +1,153 @@
+"""One server start for the points of a sweep's series (DESIGN.md, Sweeps).
+
+The series' server is a Snakemake service job (rules/cells.smk `series_server`): it takes the
+memory baseline, starts the server, waits until it answers, then puts it on record in
+`results/cells/.series/<series>.json` and keeps it running until Snakemake ends it once the last
+point is done. Each point stays its own job with its own outputs: it waits for that record, takes
+its turn (the points of a series run one at a time, in their configured order), measures, and
+hands the server to the next.
+
+Why a placeholder record: Snakemake removes a service output once its group ends, and a point
+whose (ancient) server input is missing would be rerun with every new point. The Snakefile
+writes a placeholder for each series at parse time, so adding a point, or retrying a failed one,
+runs that point alone (and a server for it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json
+from ..process.server import ServerError
+from ..vocabulary import Cell
+
+SERIES_DIR = ".series"  # beside the cells' folders, like `.running`
+NOT_STARTED = "not started"  # the placeholder's state
+POLL_S = 0.2
+
+
+def series_dir(cells_dir: str | Path) -> Path:
+    return Path(cells_dir) / SERIES_DIR
+
+
+def record_path(cells_dir: str | Path, series: str) -> Path:
+    """The service output of a series' server job: its record once the server answers."""
+    return series_dir(cells_dir) / f"{series}.json"
+
+
+def write_placeholders(cells_dir: str | Path, series: Iterable[str]) -> None:
+    """At parse time: a record for each series that has none (see the module's docstring)."""
+    for name in series:
+        path = record_path(cells_dir, name)
+        if not path.exists():
+            write_json(path, {"state": NOT_STARTED, "series": name})
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"state": NOT_STARTED}
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_for_server(path: Path, timeout_s: float) -> dict[str, Any]:
+    """The series' record once its server answers. Fails as soon as the server job says its
+    server failed or died, or the job itself is gone, and at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        record = read_record(path)
+        state = record.get("state")
+        if state == "ready" and alive(record.get("pid")):
+            return record
+        if state in ("failed", "died") or (state == "ready" and not alive(record.get("pid"))):
+            reason = record.get("reason") or "the server is gone"
+            raise ServerError(f"the series' server ({record.get('start_id')}): {reason}")
+        if state == "starting" and not alive(record.get("job_pid")):
+            raise ServerError("the series' server job ended before its server answered")
+        if time.monotonic() > deadline:
+            raise ServerError(
+                f"the series' server did not answer within {timeout_s:.0f} s (state: {state})"
+            )
+        time.sleep(POLL_S)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A point's turn on its series' server: its position among the points that ran on that
+    server start (1 = the first)."""
+
+    position: int
+
+
+def _locked(path: Path) -> bool:
+    """Whether another process holds the lock on `path` (a point still waiting or running)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@contextmanager
+def registered(cells_dir: str | Path, point: Cell) -> Iterator[None]:
+    """Put the point in its series' queue for as long as its job runs: a lock on its own file
+    that the kernel drops when the job ends however it ends."""
+    queue = series_dir(cells_dir) / f"{point.sweep.series}.queue"
+    queue.mkdir(parents=True, exist_ok=True)
+    fd = os.open(queue / f"{point.sweep.index:06d}", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def turn(cells_dir: str | Path, point: Cell, start_id: str) -> Iterator[Turn]:
+    """Wait until no point before this one in the configured order is still queued, then hold
+    the series' server alone. The points of one run start together (Snakemake starts a
+    service's consumers at once) and register at once; a point queued later waits only for
+    the one running."""
+    queue = series_dir(cells_dir) / f"{point.sweep.series}.queue"
+    while any(
+        _locked(entry)
+        for entry in queue.iterdir()
+        if entry.name.isdigit() and int(entry.name) < point.sweep.index
+    ):
+        time.sleep(POLL_S)
+    lock_fd = os.open(queue / "server.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        counts_path = queue / "positions.json"
+        counts = read_record(counts_path) if counts_path.exists() else {}
+        position = int(counts.get(start_id, 0)) + 1
+        write_json(counts_path, {start_id: position})  # only the current start matters
+        yield Turn(position)
+    finally:
+        os.close(lock_fd)

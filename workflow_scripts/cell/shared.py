@@ -1,0 +1,262 @@
+"""A series' one server start: the service job that runs it (`serve_series`) and a point's run on
+it (`SharedServer`, the `serving` of run_cell). The queue and the record are cell.series's.
+
+What a point reports stays its own: its memory is MemAvailable against the baseline the server
+job took before the launch, sampled from the point's turn to its end; its server.log is the part
+of the series' log written during its turn; its metrics.json names the server start
+(`server_start`: id, position, pid) it ran on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import ExitStack, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json
+from ..engines import adapter_for
+from ..engines.base import EngineAdapter
+from ..engines.command import container_image_id, container_pid
+from ..loadgen.datasets import Dataset
+from ..process.auth import engine_api_key, server_api_key
+from ..process.leftovers import end_leftovers
+from ..process.memory import KIB_PER_GIB, MemorySample, MemorySampler
+from ..process.server import ServerError, sigterm_raises
+from ..redact import redact
+from ..terminal import say
+from ..vocabulary import Cell, CellMetrics
+from . import series
+from .run import (
+    BenchWindow,
+    CellInputs,
+    Ready,
+    check_inputs,
+    load_prompts,
+    memory_sampler,
+    plan_launch,
+    running_record,
+)
+
+# How long a point waits for its series' server beyond the engine's own readiness timeout (the
+# server job takes the memory baseline first, and the context guard may size it).
+ATTACH_MARGIN_S = 300.0
+
+
+@dataclass(frozen=True)
+class AttachedCommand:
+    """The series' server as a point's load sees it (what engines.command.ServerCommand gives a
+    cell that starts its own)."""
+
+    argv: list[str]
+    shown_env: dict[str, str]
+    base_url: str
+    served_model: str | None
+
+
+@dataclass(frozen=True)
+class AttachedPlan:
+    """The plan a point's load runs on: its own cell and prompts, the series' server."""
+
+    cell: Cell
+    dataset: Dataset
+    sizing: dict[str, Any] | None
+    command: AttachedCommand
+
+
+def _hold() -> None:
+    """Keep the service job alive until Snakemake ends it (SIGTERM): a service that ends early
+    would leave its points to find out alone."""
+    while True:
+        time.sleep(3600)
+
+
+def serve_series(inputs: CellInputs, record: Path) -> None:
+    """The series' service job: baseline, launch, wait until it answers, put it on record, keep
+    it running until SIGTERM, stop it. A server that fails to start or dies is on record too
+    (`failed`, `died`, with the reason), so every point fails with it, saying why."""
+    cell = inputs.cell
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    start_id = f"{cell.sweep.series}@{started_at}#{os.getpid()}"
+    base = {"series": cell.sweep.series, "start_id": start_id, "job_pid": os.getpid()}
+    write_json(record, {**base, "state": "starting"})
+    adapter = adapter_for(cell.engine_kind)
+    try:
+        with sigterm_raises(), server_api_key(engine_api_key(cell)):
+            end_leftovers(running_record(inputs))  # before the baseline: a leftover skews it
+            check_inputs(inputs)
+            plan = plan_launch(inputs, adapter, load_prompts(cell), record.with_suffix(".log"))
+            server = plan.launch.server
+            sampler = memory_sampler(plan.cell, server)
+            sampler.take_baseline(cell.run.memory.baseline_samples)
+            with plan.launch:
+                plan.launch.start()
+                probe: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi"}]}
+                probe["max_tokens"] = 1
+                if plan.command.served_model:
+                    probe["model"] = plan.command.served_model
+                ready_s = plan.launch.wait_ready(
+                    adapter.health_path, cell.run.ready_timeout_s, probe
+                )
+                memory_pid = server.pid
+                image = None
+                if plan.command.container:
+                    image = container_image_id(plan.command.container)
+                    memory_pid = container_pid(plan.command.container) or server.pid
+                ready = {
+                    **base,
+                    "state": "ready",
+                    "started_at": started_at,
+                    "launch_cell": plan.cell.id,
+                    "pid": server.pid,
+                    "memory_pid": memory_pid,
+                    "base_url": plan.command.base_url,
+                    "served_model": plan.command.served_model,
+                    "ready_s": ready_s,
+                    "server_version": adapter.server_version(plan.command.base_url),
+                    "container_image_id": image,
+                    "server_command": redact(plan.command.argv),
+                    "server_env": plan.command.shown_env,
+                    "engine_version": inputs.engine_info.get("version"),
+                    "sizing": plan.sizing,
+                    "baseline": [asdict(s) for s in sampler.samples],
+                    "log": str(record.with_suffix(".log")),
+                }
+                write_json(record, ready)
+                say(f"{cell.sweep.series}: server ready in {ready_s:.1f} s; its points run on it")
+                while server.alive():
+                    time.sleep(0.5)
+                write_json(
+                    record,
+                    {**ready, "state": "died", "reason": server.died_message("as its points ran")},
+                )
+    except Exception as exc:  # SIGTERM passes through: the server is stopped on the way out
+        write_json(record, {**base, "state": "failed", "reason": f"{type(exc).__name__}: {exc}"})
+        say(f"{cell.sweep.series}: server failed: {exc}")
+    _hold()
+
+
+class SharedServer:
+    """A point's run on its series' server (run_cell's `serving`): queued at once, attached once
+    the server answers, measured in its turn, the server handed on when it leaves."""
+
+    def __init__(
+        self, inputs: CellInputs, adapter: EngineAdapter, dataset: Dataset, log_path: Path
+    ) -> None:
+        if inputs.series_record is None:
+            raise ValueError("a shared point needs its series' server record")
+        self.inputs, self.adapter, self.dataset, self.log_path = inputs, adapter, dataset, log_path
+        self.cell = inputs.cell
+        self.cells_dir = inputs.out_dir.parent
+        memory = self.cell.run.memory
+        self.sampler = MemorySampler(
+            interval_s=float(memory.interval_s),
+            floor_kib=int(memory.floor_gib * KIB_PER_GIB),
+            on_floor=lambda sample: self._stop_server(),
+        )
+        self.record: dict[str, Any] = {}
+        self.plan: AttachedPlan | None = None
+        self._stack = ExitStack()
+        self._log_from = 0
+
+    def launch_facts(self) -> CellMetrics:
+        return {}  # the launch is the series' (Ready.shared carries it)
+
+    def __enter__(self) -> SharedServer:
+        self._stack.enter_context(series.registered(self.cells_dir, self.cell))
+        return self
+
+    def ready(self) -> Ready:
+        record_path = self.inputs.series_record
+        timeout = self.cell.run.ready_timeout_s + ATTACH_MARGIN_S
+        first = series.wait_for_server(record_path, timeout)
+        turn = self._stack.enter_context(series.turn(self.cells_dir, self.cell, first["start_id"]))
+        record = series.wait_for_server(record_path, 0)  # still the same, still up?
+        if record["start_id"] != first["start_id"]:
+            raise ServerError("the series' server was restarted while this point waited")
+        self.record = record
+        self._log_from = _size(Path(record["log"]))
+        self._sample_from_turn(record)
+        command = AttachedCommand(
+            argv=record["server_command"],
+            shown_env=record["server_env"],
+            base_url=record["base_url"],
+            served_model=record["served_model"],
+        )
+        self.plan = AttachedPlan(self.cell, self.dataset, record.get("sizing"), command)
+        say(f"{self.cell.id}: on the series' server ({record['start_id']}), turn {turn.position}")
+        window = BenchWindow(
+            self.adapter, record["base_url"], self.sampler, (record["pid"], record["memory_pid"])
+        )
+        shared: CellMetrics = {
+            "server_command": record["server_command"],
+            "server_env": record["server_env"],
+            "engine_version": record.get("engine_version"),
+            "server_start": {
+                "id": record["start_id"],
+                "position": turn.position,
+                "pid": record["pid"],
+                "ready_s": record["ready_s"],
+                "started_at": record["started_at"],
+                "launch_cell": record["launch_cell"],
+            },
+        }
+        return Ready(
+            record["ready_s"],
+            record["server_version"],
+            record["container_image_id"],
+            window,
+            shared,
+        )
+
+    def _sample_from_turn(self, record: dict[str, Any]) -> None:
+        """The server job's pre-launch baseline (without its own process's RSS: the client's
+        baseline is this point's first sample), then samples from this turn on."""
+        baseline = [MemorySample(**{**s, "client_rss_kib": None}) for s in record["baseline"]]
+        self.sampler.samples.extend(baseline)
+        self.sampler.server_pid = record["memory_pid"]
+        self.sampler.watch_client(os.getpid())
+        self.sampler.phase = "warmup"  # no sample of a turn is a baseline sample
+        self.sampler.start()
+
+    def died(self, when: str) -> str | None:
+        if series.alive(self.record.get("pid")):
+            return None
+        return f"the series' server ({self.record.get('start_id')}) died {when}"
+
+    def _stop_server(self) -> None:
+        pid = self.record.get("pid")
+        if pid:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._copy_log()
+        finally:
+            self._stack.close()
+
+    def _copy_log(self) -> None:
+        """This point's part of the series' server log, as its server.log."""
+        if not self.record:
+            self.log_path.write_text("(the series' server never answered this point)\n")
+            return
+        log = Path(self.record["log"])
+        with log.open("rb") as handle:
+            handle.seek(self._log_from)
+            part = handle.read()
+        head = (
+            f"(the series' server log {log}, from byte {self._log_from}: what it wrote during "
+            f"this point's turn on {self.record['start_id']})\n"
+        )
+        self.log_path.write_bytes(head.encode() + part)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
