@@ -30,6 +30,7 @@ from ..loadgen.command import client_argv
 from ..redact import redact
 from ..vocabulary import Cell, ConfigError, Status
 from .matrix import build_cells, load_config_file
+from .sweeps import launch_cell, shared_series
 
 
 @dataclass
@@ -73,30 +74,40 @@ def client_command(cell: Cell, command: ServerCommand, results_dir: Path) -> lis
     )
 
 
-def plan_cell(cell: Cell, results_dir: Path) -> CellPlan:
+def plan_cell(cell: Cell, results_dir: Path, launch: Cell | None = None) -> CellPlan:
+    """`launch`: for a point of a series that shares its server, the point the series' one
+    server start is made for (its command is the one this point runs on)."""
     plan = CellPlan(cell=cell.id, blocked=cell.blocked, reference=dict(cell.reference))
     if cell.blocked:
         return plan
     adapter = adapter_for(cell.engine_kind)
+    server_cell = launch or cell
     weights, drafter = cell_weights(
-        cell,
+        server_cell,
         _manifest(results_dir, cell.weights_key),
         _manifest(results_dir, cell.drafter_weights_key),
     )
     command = cell_server_command(
-        cell,
+        server_cell,
         adapter,
         _engine_info(results_dir, cell.engine),
         weights,
         drafter,
-        adapter.container_port(cell),
+        adapter.container_port(server_cell),
     )
     plan.server = redact(with_env(command.shown_env, command.argv))
     plan.client = client_command(cell, command, results_dir)
     plan.teardown = command.stop_argv
     plan.notes = [f"{name} = {meaning}" for name, meaning in command.placeholders.items()]
+    if cell.sweep:
+        point = f"point {cell.sweep.axis} = {cell.sweep.value:g} of series {cell.sweep.series}"
+        plan.notes.append(
+            f"{point}: on the series' one server start (made for {server_cell.id})"
+            if launch
+            else f"{point}: a server of its own"
+        )
     guard = cell.run.context_guard
-    per_slot = adapter.per_slot_context(cell)
+    per_slot = adapter.per_slot_context(server_cell)
     if per_slot is not None:
         plan.notes.append(
             f"per-slot context {per_slot} tokens; context_guard '{guard}'"
@@ -139,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         cells = [c for c in cells if c.id in args.cell]
     results_dir = Path(config["results_dir"])
-    plans = [plan_cell(cell, results_dir) for cell in cells]
+    launches = {name: launch_cell(points) for name, points in shared_series(cells).items()}
+    plans = [
+        plan_cell(cell, results_dir, launches.get(cell.sweep.series) if cell.sweep else None)
+        for cell in cells
+    ]
     if args.json:
         for plan in plans:
             print(json.dumps(plan.__dict__, sort_keys=True))

@@ -9,8 +9,12 @@ import sys
 
 from workflow_scripts.cell.jobs import serve_series_from_argv
 from workflow_scripts.entry import stderr_to_log
+from workflow_scripts.process.server import Terminated
 
 if __name__ == "__main__":
     log, argv = sys.argv[1], sys.argv[2:]
-    with stderr_to_log(log):
-        serve_series_from_argv(argv)
+    try:
+        with stderr_to_log(log):
+            serve_series_from_argv(argv)
+    except Terminated:  # how a service ends: Snakemake's SIGTERM once its last point is done
+        sys.exit(0)

@@ -270,7 +270,7 @@ def _ready(server: ServerProcess, start: float) -> float:
     return ready_s
 
 
-class _Terminated(BaseException):
+class Terminated(BaseException):
     """Raised in the main thread on SIGTERM so `finally` blocks run."""
 
 
@@ -285,7 +285,7 @@ def sigterm_raises() -> Iterator[None]:
         if fired:
             return  # teardown is under way: a second signal (forwarded, repeated) must not cut it
         fired = True
-        raise _Terminated(f"signal {signum}")
+        raise Terminated(f"signal {signum}")
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
