@@ -55,11 +55,9 @@ rule series_server:
         slurm_account=series_resource("slurm_account"),
         slurm_extra=series_resource("slurm_extra"),
     params:
-        python=PYTHON,
-        basedir=workflow.basedir,
-        cell=series_settings,
         inputs=series_input_args,
     shell:
-        "PYTHONPATH={params.basedir:q} exec {params.python} -m workflow_scripts.entry.series_server"
-        " {log:q} --cell {params.cell:q} --server {output.server:q} {params.inputs}"
-        " --failures-dir {FAILURES:q}"
+        'PYTHONPATH="$LLMBENCH_WORKFLOW" exec "$LLMBENCH_PYTHON" -m'
+        " workflow_scripts.entry.series_server {log:q} --server {output.server:q}"
+        " --cell-file {RESULTS}/cells/.series/{wildcards.series}.launch.json"
+        " {params.inputs} --failures-dir {FAILURES:q}"

@@ -3,6 +3,7 @@
 # The config is checked by workflow_scripts.config.matrix.validate_config against
 # schemas/config.schema.yaml (defaults filled in) plus its cross references, so
 # every error names the offending key before anything is downloaded.
+import os
 import shlex
 import sys
 
@@ -16,7 +17,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.cell.failures import failure_count
-from workflow_scripts.cell.series import record_path, write_placeholders
+from workflow_scripts.cell.series import record_path, write_series_files
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import resources_by_cell, without_resources
@@ -63,8 +64,6 @@ onerror:
 
 RESULTS = CONFIG["results_dir"]
 FAILURES = f"{RESULTS}/failures"
-# Each series' server record exists between runs (workflow_scripts.cell.series says why).
-write_placeholders(f"{RESULTS}/cells", SERIES)
 WEIGHTS = {}
 for _cell in CELLS.values():
     if _cell.blocked:
@@ -187,17 +186,16 @@ def series_input_args(wildcards):
     )
 
 
-# The Python a shell rule runs workflow_scripts with: the rules' conda env's under --use-conda,
-# else the one running Snakemake (a bare venv need not be on PATH).
-PYTHON = (
+# The Python the series' server (a shell rule) runs workflow_scripts with: the rules' conda
+# env's under --use-conda, else the one running Snakemake (a bare venv need not be on PATH).
+# Handed over in the environment, not as a param: the server job must have no param that can
+# change (workflow_scripts.cell.series.write_series_files says why).
+os.environ["LLMBENCH_PYTHON"] = (
     "python"
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-    else shlex.quote(sys.executable)
+    else sys.executable
 )
-
-
-def series_settings(wildcards):
-    return canonical_json(CELL_DICTS[launch_cell(SERIES[wildcards.series]).id])
+os.environ["LLMBENCH_WORKFLOW"] = workflow.basedir
 
 
 def series_resource(key):
@@ -249,6 +247,13 @@ def all_cell_requests():
 # Each cell as plain data, made once: Snakemake asks for these params for every job of a large
 # matrix. The rules' scripts rebuild the cells from them (Cell.from_dict).
 CELL_DICTS = {cell_id: cell.to_dict() for cell_id, cell in CELLS.items()}
+
+# Each series' server record exists between runs, and its launch cell is a file, never a param
+# (workflow_scripts.cell.series.write_series_files says why).
+write_series_files(
+    f"{RESULTS}/cells",
+    {name: CELL_DICTS[launch_cell(points).id] for name, points in SERIES.items()},
+)
 ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
 # Every summary figure this matrix gets: concurrency and reference plots only when the matrix
 # sweeps concurrency or has published figures.

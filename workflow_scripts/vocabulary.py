@@ -91,13 +91,13 @@ class Workload:
 @dataclass(frozen=True)
 class SweepPoint:
     """Where a cell sits in a sweep (`workloads.<w>.concurrency` or `.request_rate` a list): the
-    workload it comes from, the axis and value it sets, its place in the configured list, and
-    whether the points of its series share one server start."""
+    workload it comes from, the axis and value it sets, and whether the points of its series
+    share one server start. Nothing about the other points: adding one changes no point's
+    settings, so it reruns none."""
 
     workload: str  # the configured workload's name; the cell's `workload` is `<w>-c8`, `<w>-r2.5`
     axis: str  # concurrency | request_rate
     value: float  # an int for concurrency
-    index: int  # its place in the configured list
     series: str  # the cell id without the point: model__engine__quant__drafter__<w> (+__rk)
     shared_server: bool  # the series' points run one after another on one server start
 

@@ -53,7 +53,7 @@ def serve_series_from_argv(argv: list[str]) -> None:
     """The series' server rule's body (entry/series_server.py says why it takes a command
     line): a service that runs until Snakemake ends it."""
     parser = argparse.ArgumentParser(prog="series_server")
-    parser.add_argument("--cell", required=True, help="the launch point's cell, as JSON")
+    parser.add_argument("--cell-file", required=True, help="the launch point's cell (JSON)")
     parser.add_argument("--server", required=True, help="the record (the service output)")
     parser.add_argument("--engine", required=True)
     parser.add_argument("--weights", required=True)
@@ -64,7 +64,7 @@ def serve_series_from_argv(argv: list[str]) -> None:
     out = record.parent / record.stem  # the series' own folder: context sizing, leftovers
     out.mkdir(parents=True, exist_ok=True)
     inputs = CellInputs(
-        cell=Cell.from_dict(json.loads(args.cell)),
+        cell=Cell.from_dict(json.loads(Path(args.cell_file).read_text())),
         out_dir=out,
         engine_info=json.loads(Path(args.engine).read_text()),
         weights_manifest=json.loads(Path(args.weights).read_text()),

@@ -19,13 +19,13 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_json
+from ..atomic import write_json, write_text
 from ..process.server import ServerError
 from ..vocabulary import Cell
 
@@ -43,12 +43,27 @@ def record_path(cells_dir: str | Path, series: str) -> Path:
     return series_dir(cells_dir) / f"{series}.json"
 
 
-def write_placeholders(cells_dir: str | Path, series: Iterable[str]) -> None:
-    """At parse time: a record for each series that has none (see the module's docstring)."""
-    for name in series:
+def launch_path(cells_dir: str | Path, series: str) -> Path:
+    """The cell a series' server is started for, as the server job reads it."""
+    return series_dir(cells_dir) / f"{series}.launch.json"
+
+
+def write_series_files(cells_dir: str | Path, launches: Mapping[str, Mapping[str, Any]]) -> None:
+    """At parse time, for each series (name -> its launch cell's dict): a record where there is
+    none (see the module's docstring), and the launch cell where it changed.
+
+    The server job takes its cell from this file, not from a param or its command line, so that
+    it never has a reason of its own to run: Snakemake 9.27 does not look at a service's
+    consumers one by one once the service has one (a changed param), and a new point of the
+    series was then never planned. It runs when, and only when, a point needs it."""
+    for name, cell in launches.items():
         path = record_path(cells_dir, name)
         if not path.exists():
             write_json(path, {"state": NOT_STARTED, "series": name})
+        launch = launch_path(cells_dir, name)
+        text = json.dumps(cell, sort_keys=True)
+        if not launch.exists() or launch.read_text() != text:
+            write_text(launch, text)
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -117,10 +132,11 @@ def _locked(path: Path) -> bool:
 @contextmanager
 def registered(cells_dir: str | Path, point: Cell) -> Iterator[None]:
     """Put the point in its series' queue for as long as its job runs: a lock on its own file
-    that the kernel drops when the job ends however it ends."""
+    (named by its load: the points take their turns lightest first) that the kernel drops when
+    the job ends however it ends."""
     queue = series_dir(cells_dir) / f"{point.sweep.series}.queue"
     queue.mkdir(parents=True, exist_ok=True)
-    fd = os.open(queue / f"{point.sweep.index:06d}", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(queue / f"point-{point.sweep.value:g}", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -128,17 +144,23 @@ def registered(cells_dir: str | Path, point: Cell) -> Iterator[None]:
         os.close(fd)
 
 
+# The points of one run start together (Snakemake starts a service's consumers at once), but a
+# Python process takes a second or two to register on a busy machine: no point takes the first
+# turn before this long after its server answered, so an earlier point is queued by then.
+SETTLE_S = 3.0
+
+
 @contextmanager
-def turn(cells_dir: str | Path, point: Cell, start_id: str) -> Iterator[Turn]:
-    """Wait until no point before this one in the configured order is still queued, then hold
-    the series' server alone. The points of one run start together (Snakemake starts a
-    service's consumers at once) and register at once; a point queued later waits only for
-    the one running."""
+def turn(cells_dir: str | Path, point: Cell, record: dict[str, Any]) -> Iterator[Turn]:
+    """Wait until no lighter point of the series is still queued, then hold
+    the series' server alone; a point queued later waits only for the one running."""
     queue = series_dir(cells_dir) / f"{point.sweep.series}.queue"
+    start_id = record["start_id"]
+    time.sleep(max(0.0, record.get("ready_at", 0) + SETTLE_S - time.time()))
     while any(
         _locked(entry)
         for entry in queue.iterdir()
-        if entry.name.isdigit() and int(entry.name) < point.sweep.index
+        if entry.name.startswith("point-") and float(entry.name[6:]) < point.sweep.value
     ):
         time.sleep(POLL_S)
     lock_fd = os.open(queue / "server.lock", os.O_RDWR | os.O_CREAT, 0o644)

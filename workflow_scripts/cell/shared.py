@@ -116,6 +116,7 @@ def serve_series(inputs: CellInputs, record: Path) -> None:
                     "base_url": plan.command.base_url,
                     "served_model": plan.command.served_model,
                     "ready_s": ready_s,
+                    "ready_at": time.time(),
                     "server_version": adapter.server_version(plan.command.base_url),
                     "container_image_id": image,
                     "server_command": redact(plan.command.argv),
@@ -173,7 +174,7 @@ class SharedServer:
         record_path = self.inputs.series_record
         timeout = self.cell.run.ready_timeout_s + ATTACH_MARGIN_S
         first = series.wait_for_server(record_path, timeout)
-        turn = self._stack.enter_context(series.turn(self.cells_dir, self.cell, first["start_id"]))
+        turn = self._stack.enter_context(series.turn(self.cells_dir, self.cell, first))
         record = series.wait_for_server(record_path, 0)  # still the same, still up?
         if record["start_id"] != first["start_id"]:
             raise ServerError("the series' server was restarted while this point waited")

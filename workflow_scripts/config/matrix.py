@@ -335,7 +335,6 @@ def expand_points(config: dict[str, Any], cell: Cell) -> list[Cell]:
             workload=cell.workload,
             axis=point.axis,
             value=point.value,
-            index=point.index,
             series=series,
             shared_server=shared,
         )

@@ -28,14 +28,13 @@ SWEEP_ONLY_KEYS = (
 @dataclass(frozen=True)
 class Point:
     """One point of a workload: the workload part of its cells' ids, the load it sets (a
-    scalar workload entry, as `Workload.from_dict` takes it) and, in a sweep, its axis, value
-    and place in the configured list."""
+    scalar workload entry, as `Workload.from_dict` takes it) and, in a sweep, its axis and
+    value."""
 
     part: str
     entry: dict[str, Any]
     axis: str | None = None
     value: float | None = None
-    index: int = 0
 
 
 def check_workload(name: str, workload: dict[str, Any]) -> None:
@@ -80,8 +79,8 @@ def points(name: str, workload: dict[str, Any]) -> list[Point]:
     if axis is None:
         return [Point(name, _load_of(workload, None, None))]
     return [
-        Point(point_part(name, axis, value), _load_of(workload, axis, value), axis, value, index)
-        for index, value in enumerate(workload[axis])
+        Point(point_part(name, axis, value), _load_of(workload, axis, value), axis, value)
+        for value in workload[axis]
     ]
 
 
@@ -101,14 +100,14 @@ def _load_of(workload: dict[str, Any], axis: str | None, value: float | None) ->
 
 
 def shared_series(cells: Iterable[Cell]) -> dict[str, list[Cell]]:
-    """The series whose points share one server start -> their runnable points, in the
-    configured order."""
+    """The series whose points share one server start -> their runnable points, lightest load
+    first (the order they take their turns in)."""
     out: dict[str, list[Cell]] = {}
     for cell in cells:
         if cell.sweep and cell.sweep.shared_server and not cell.blocked:
             out.setdefault(cell.sweep.series, []).append(cell)
     for points in out.values():
-        points.sort(key=lambda cell: cell.sweep.index)
+        points.sort(key=lambda cell: cell.sweep.value)
     return out
 
 
@@ -116,7 +115,7 @@ def launch_cell(points: list[Cell]) -> Cell:
     """The point the series' server is started for: the one with the most requests in flight
     (llama.cpp sizes its slots by it) and then the most prompts (what the context guard sizes
     for). Every point of a series has the same engine, weights and settings."""
-    return max(points, key=lambda c: (c.concurrency, c.workload_spec.num_prompts, -c.sweep.index))
+    return max(points, key=lambda c: (c.concurrency, c.workload_spec.num_prompts, -c.sweep.value))
 
 
 # A point of a shared series asks for nothing of its own: the series' server job holds the
