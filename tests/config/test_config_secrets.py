@@ -135,7 +135,7 @@ SECRETS = [
     (
         "a cell's settings",
         lambda c: c["cells"].append({**EXPLICIT, "settings": {"api_key": KEY}}),
-        "cells[3].settings.api_key",
+        "cells[4].settings.api_key",
     ),
     (
         "a drafter's settings",

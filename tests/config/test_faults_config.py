@@ -98,17 +98,17 @@ MUTATIONS = [
     (
         "explicit cell with an unknown engine",
         lambda c: c["cells"].append({**EXPLICIT, "engine": "vllm-gpu"}),
-        "cells[3].engine",
+        "cells[4].engine",
     ),
     (
         "explicit cell with an unknown workload",
         lambda c: c["cells"].append({**EXPLICIT, "workload": "c64"}),
-        "cells[3].workload",
+        "cells[4].workload",
     ),
     (
         "explicit cell with an unknown drafter",
         lambda c: c["cells"].append({**EXPLICIT, "drafter": "eagle3"}),
-        "cells[3].drafter",
+        "cells[4].drafter",
     ),
     (
         "a cell both explicit and a matrix",

@@ -15,7 +15,7 @@ from workflow_scripts.vocabulary import ConfigError
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_default_matrix_varies_every_axis_in_six_cells():
+def test_default_matrix_varies_every_axis_in_six_cells_and_sweeps_load():
     cells = load_cells(REPO / "config.yaml")
     assert [cell.id for cell in cells] == [
         "gemma3-270m__llamacpp-cpu__q4_k_m__none__c4",
@@ -24,7 +24,13 @@ def test_default_matrix_varies_every_axis_in_six_cells():
         "smollm2-135m__llamacpp-cpu__q4_0__ngram__c4",
         "smollm2-135m__vllm-cpu__bf16__none__c4",
         "smollm2-135m__vllm-cpu__bf16__ngram__c4",
+        *[
+            f"smollm2-135m__llamacpp-cpu__q4_0__{drafter}__sweep-c{c}"
+            for drafter in ("none", "ngram")
+            for c in (1, 2, 4, 8)
+        ],
     ]
+    cells = [c for c in cells if not c.sweep]
     # two quants of one source on llama.cpp; both engines with and without the drafter
     sources = {
         c.quant: c.weights["derived_from"]["quant"] for c in cells if c.quant in ("q8_0", "q4_0")

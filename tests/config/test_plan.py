@@ -127,7 +127,7 @@ def test_plan_runs_as_a_module_on_the_default_config():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("# server") == 6
+    assert proc.stdout.count("# server") == 14  # six cells and the sweep's eight points
     # the built binary once the engine step ran, else a placeholder explained under the command
     assert re.search(r"llama-server>? -m ", proc.stdout), proc.stdout
     assert "<llama-server>" not in proc.stdout or "passes its smoke test" in proc.stdout
