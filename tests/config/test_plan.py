@@ -16,7 +16,7 @@ from workflow_scripts.config.plan import main
 
 SEED_CONFIG = REPO / "configs" / "gb10-gemma4.yaml"
 
-LLAMACPP_MTP_CELL = "gemma-4-12b__llamacpp-cuda__q4_k_m-unsloth__mtp__sharegpt-c32"
+LLAMACPP_MTP_CELL = "gemma-4-12b__llamacpp-cuda__q4_k_m-unsloth__mtp__sharegpt-mtp-c32"
 VLLM_MTP_CELL = "gemma-4-12b__vllm-nightly__nvfp4__mtp-assistant__sharegpt-c32"
 
 

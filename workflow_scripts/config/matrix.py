@@ -166,6 +166,7 @@ class Choice:
     drafter: str = NO_DRAFTER
     settings: dict[str, Any] = field(default_factory=dict)
     reference: dict[str, Any] = field(default_factory=dict)
+    reference_by_point: dict[str, dict[str, Any]] = field(default_factory=dict)
     blocked: str | None = None
 
 
@@ -179,6 +180,7 @@ def _explicit(entry: dict[str, Any], where: str) -> Choice:
         drafter=entry.get("drafter") or NO_DRAFTER,
         settings=entry.get("settings", {}),
         reference=entry.get("reference", {}),
+        reference_by_point=entry.get("reference_by_point", {}),
         blocked=entry.get("blocked"),
     )
 
@@ -314,12 +316,21 @@ def resolve_cell(config: dict[str, Any], choice: Choice) -> Cell:
     )
 
 
-def expand_points(config: dict[str, Any], cell: Cell) -> list[Cell]:
+def expand_points(config: dict[str, Any], cell: Cell, choice: Choice) -> list[Cell]:
     """Step 3: a cell of a sweeping workload -> one cell per point (`<workload>-c8`), in the
-    configured order; any other cell as it is. The points of a series that share a server run
-    it with the prefix cache off (the adapter's `prefix_cache_off`, under the config's own
-    settings): no point may be sped up by an earlier point's prompts still cached."""
+    configured order, each with its own published figures (`reference_by_point`); any other
+    cell as it is. The points of a series that share a server run it with the prefix cache off
+    (the adapter's `prefix_cache_off`, under the config's own settings): no point may be sped
+    up by an earlier point's prompts still cached."""
     workload = config["workloads"][cell.workload]
+    points = sweeps.points(cell.workload, workload)
+    keys = {point.part[len(cell.workload) + 1 :] for point in points if point.axis}
+    for key in choice.reference_by_point:
+        if key not in keys:
+            raise ConfigError(
+                f"config key '{choice.where}.reference_by_point.{key}': not a point of workload "
+                f"'{cell.workload}' (its points: {', '.join(sorted(keys)) or 'none'})"
+            )
     if sweeps.axis_of(workload) is None:
         return [cell]
     shared = workload["share_server"]
@@ -330,7 +341,8 @@ def expand_points(config: dict[str, Any], cell: Cell) -> list[Cell]:
         engine_spec = {**engine_spec, "settings": settings}
     series = cell_id(cell.model, cell.engine, cell.quant, cell.drafter, cell.workload)
     out = []
-    for point in sweeps.points(cell.workload, workload):
+    for point in points:
+        key = point.part[len(cell.workload) + 1 :]
         sweep = SweepPoint(
             workload=cell.workload,
             axis=point.axis,
@@ -345,6 +357,7 @@ def expand_points(config: dict[str, Any], cell: Cell) -> list[Cell]:
                 workload=point.part,
                 engine_spec=engine_spec,
                 workload_spec=_workload_of(point, engine_spec),
+                reference={**cell.reference, **choice.reference_by_point.get(key, {})},
                 sweep=sweep,
             )
         )
@@ -384,7 +397,7 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             where = f"{choice.where}.quant" if explicit_quant else choice.where
             checks.check_weights_format(cell, where)
         repeats = config["workloads"][cell.workload]["repeats"]
-        for point in expand_points(config, cell):
+        for point in expand_points(config, cell, choice):
             claim_id(seen, point, choice.where)
             cells += expand_repeats(point, repeats)
     return cells
