@@ -51,3 +51,11 @@ def test_a_planted_cycle_through_a_function_level_import_is_found_and_printed(tm
     assert "package cycle:" in report
     assert "cell" in report and "process" in report
     assert "workflow_scripts.process.server -> workflow_scripts.cell.run" in report
+
+
+def test_the_latency_goal_core_sits_below_config_and_outputs():
+    """slo/ judges a point from its records: config's search planner and the outputs' tables
+    both build on it, and it reaches up into neither (nor into cell/, engines/)."""
+    packages = package_graph(import_graph())
+    assert packages["slo"] <= {"vocabulary", "loadgen"}
+    assert "slo" in packages["config"] and "slo" in packages["outputs"]

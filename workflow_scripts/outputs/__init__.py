@@ -5,5 +5,7 @@ against quant (`cell_pairs`); two result folders compared (`compare_runs`, also 
 workflow_scripts.compare`); a config's published figures (`reference`); result cards (`card/`);
 figures (`plots`, `plots_cell`); the HTML report (`report_html`); the table a run ends with
 (`run_end`, `compact`); a cell's intervals (`stats`), the change between two cells (`changes`),
-a run's steadiness (`stability`) and repeats folded into one row (`repeats`). What the Snakefile
-needs while it is parsed is in `labels`, which imports neither pandas nor matplotlib."""
+a run's steadiness (`stability`), repeats folded into one row (`repeats`); the latency-goal
+tables, each series' largest load within its goal and the drafter at the goal (`slo_tables`).
+What the Snakefile needs while it is parsed is in `labels`, which imports neither pandas nor
+matplotlib."""

@@ -1,0 +1,366 @@
+"""The latency-goal tables: `summary/slo.csv`/`.md`, one row per searched series (the largest
+load that passes its goal, the smallest that fails, every probe with its verdict and bounds,
+goodput and throughput at the answer, what the search cost), and the drafter at the goal
+(`summary/slo_drafter.csv`/`.md`): each drafter series beside its base series under the same
+goal. Rows are pure functions of each series' search; `write_slo_tables` puts them on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..atomic import write_text
+from ..config.search import Plan, ProbeKey, SearchSpec, Step
+from ..slo.bounds import CONFIDENCE
+from ..slo.objectives import Slo
+from ..slo.point import AttainmentResult, ObjectiveResult, PointResult
+from ..slo.verdict import Verdict
+from ..vocabulary import NO_DRAFTER
+from .writers import to_markdown, write_table
+
+
+@dataclass(frozen=True)
+class SeriesSearch:
+    """One series' search as the summary sees it: who it is (`workload` is the configured
+    workload's name, what a drafter series and its base share), its goal and search, the plan
+    the verdicts so far give, and each measured probe's result."""
+
+    series: str
+    model: str
+    engine: str
+    quant: str
+    drafter: str
+    workload: str
+    slo: Slo
+    spec: SearchSpec
+    plan: Plan
+    results: Mapping[ProbeKey, PointResult]
+
+    def at(self, load: Any) -> PointResult | None:
+        """The result the walk last measured at `load` (its last extension)."""
+        steps = [s for s in self.plan.steps if s.load == load]
+        return self.results.get(steps[-1].key) if steps else None
+
+
+SLO_COLUMNS = [
+    "series",
+    "largest_passing",
+    "smallest_failing",
+    "over",
+    "complete",
+    "slo",
+    "search",
+    "note",
+    "probes",
+    "goodput_req_s",
+    "goodput_decode_tok_s",
+    "attainment",
+    "req_per_s",
+    "decode_tok_s",
+    "num_probes",
+    "probes_wall_s",
+    "undecided",
+    "non_monotone",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+]
+SLO_MD_COLUMNS = [
+    "series",
+    "largest_passing",
+    "smallest_failing",
+    "goodput_req_s",
+    "goodput_decode_tok_s",
+    "decode_tok_s",
+    "num_probes",
+    "probes_wall_s",
+    "note",
+    "probes",
+]
+
+DRAFTER_GOAL_COLUMNS = [
+    "drafter_series",
+    "base_series",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+    "over",
+    "slo",
+    "base_largest_passing",
+    "drafter_largest_passing",
+    "load_change_pct",
+    "base_decode_tok_s",
+    "drafter_decode_tok_s",
+    "decode_change_pct",
+    "base_goodput_decode_tok_s",
+    "drafter_goodput_decode_tok_s",
+    "change",
+    "flags",
+]
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def objective_text(result: ObjectiveResult) -> str:
+    """`tpot p90 38.0 hi 41.2 ≤ 52 ms`: the measured percentile and the bound that decided (both
+    bounds where they straddle the limit; what is missing where a bound cannot exist)."""
+    bound, objective = result.bound, result.objective
+    head = f"{objective.label} {_ms(bound.value)}" if bound.value is not None else objective.label
+    limit = f"{objective.max_ms:g} ms"
+    if result.verdict == Verdict.PASS:
+        return f"{head} hi {_ms(bound.hi)} ≤ {limit}"
+    if result.verdict == Verdict.FAIL:
+        return f"{head} lo {_ms(bound.lo)} > {limit}"
+    if bound.n == 0:
+        return f"{head}: no values"
+    if bound.hi is None:
+        return f"{head} no upper bound from {bound.n} (needs {bound.needs_for_upper}) vs {limit}"
+    lo = _ms(bound.lo) if bound.lo is not None else "none"
+    return f"{head} in [{lo}, {_ms(bound.hi)}] ∋ {limit}"
+
+
+def attainment_text(result: AttainmentResult) -> str:
+    """`attainment 0.95 lo 0.91 ≥ 0.9`, as objective_text has it."""
+    shown = f"attainment {result.fraction:.2f}" if result.fraction is not None else "attainment"
+    target = f"{result.target:g}" if result.target is not None else ""
+    if result.verdict == Verdict.PASS:
+        return f"{shown} lo {result.lo:.2f} ≥ {target}"
+    if result.verdict == Verdict.FAIL:
+        return f"{shown} hi {result.hi:.2f} < {target}"
+    return f"{shown} in [{result.lo:.2f}, {result.hi:.2f}]" + (f" ∋ {target}" if target else "")
+
+
+def probe_text(spec: SearchSpec, step: Step, result: PointResult | None) -> str:
+    """`c8 n=64 pass (tpot p90 38.0 hi 41.2 ≤ 52 ms)`: a probe, its requests, its verdict and
+    the parts that gave it (every part of a pass; the failing or straddling ones otherwise)."""
+    name = spec.label(step.load) + (f" ext{step.extension}" if step.extension else "")
+    if result is None:
+        return f"{name} {step.verdict}"
+    parts = [objective_text(o) for o in result.objectives if o.verdict == result.verdict]
+    attainment = result.attainment
+    if attainment.verdict is not None and attainment.verdict == result.verdict:
+        parts.append(attainment_text(attainment))
+    if result.errors or result.incomplete:
+        parts.append(f"{result.errors} errors, {result.incomplete} incomplete not counted")
+    return f"{name} n={result.completed} {result.verdict} ({', '.join(parts)})"
+
+
+def load_text(spec: SearchSpec, load: Any, at_max: bool = False) -> str:
+    """`c=8`, `r=2.5/s`; `at least c=64` where the search's max passed; `no passing load`."""
+    if load is None:
+        return "no passing load"
+    shown = f"{spec.letter}={load:g}" + ("/s" if spec.letter == "r" else "")
+    return f"at least {shown}" if at_max else shown
+
+
+def search_note(search: SeriesSearch) -> str:
+    """What the search concluded, in a sentence or two."""
+    plan, spec = search.plan, search.spec
+    if not plan.done:
+        return f"searching: next {spec.label(plan.load)}" + (
+            f" ext{plan.extension}" if plan.extension else ""
+        )
+    notes = []
+    if plan.at_max:
+        notes.append(
+            f"{spec.label(plan.largest_passing)} (the search's max) passes: the series serves "
+            "at least that within the goal"
+        )
+    elif plan.largest_passing is None:
+        below = plan.steps[-1] if plan.steps else None
+        notes.append(
+            "no load passes" + (f": {spec.label(below.load)} is {below.verdict}" if below else "")
+        )
+    else:
+        failing = plan.smallest_failing
+        notes.append(
+            f"largest passing {spec.label(plan.largest_passing)}"
+            + (f", smallest failing {spec.label(failing)}" if failing is not None else "")
+        )
+    if plan.undecided:
+        prompts = f"{spec.extension_factor**spec.max_extensions:g}×"
+        loads = ", ".join(spec.label(load) for load in plan.undecided)
+        notes.append(
+            f"{loads} unresolved after {spec.max_extensions} extensions ({prompts} prompts): "
+            "not shown to pass, so the search stayed below"
+        )
+    if plan.non_monotone:
+        pairs = ", ".join(
+            f"{spec.label(fail)} fails below {spec.label(ok)} passing"
+            for ok, fail in plan.non_monotone
+        )
+        notes.append(f"not monotone ({pairs}): read the answer with care")
+    return "; ".join(notes)
+
+
+def slo_row(search: SeriesSearch) -> dict[str, Any]:
+    """One series' row of slo.csv."""
+    plan, spec = search.plan, search.spec
+    answer = search.at(plan.largest_passing) if plan.largest_passing is not None else None
+    walls = [search.results[s.key].wall_s for s in plan.steps if s.key in search.results]
+    return {
+        "series": search.series,
+        "largest_passing": plan.largest_passing,
+        "smallest_failing": plan.smallest_failing,
+        "over": spec.over,
+        "complete": plan.done,
+        "slo": search.slo.text,
+        "search": spec.text,
+        "note": search_note(search),
+        "probes": "; ".join(
+            probe_text(spec, step, search.results.get(step.key)) for step in plan.steps
+        ),
+        "goodput_req_s": answer.goodput_req_s if answer else None,
+        "goodput_decode_tok_s": answer.goodput_decode_tok_s if answer else None,
+        "attainment": answer.attainment.fraction if answer else None,
+        "req_per_s": answer.req_per_s if answer else None,
+        "decode_tok_s": answer.decode_tok_s if answer else None,
+        "num_probes": len(plan.steps),
+        "probes_wall_s": sum(w for w in walls if w is not None) if walls else None,
+        "undecided": ", ".join(spec.label(load) for load in plan.undecided),
+        "non_monotone": ", ".join(
+            f"{spec.label(fail)}<{spec.label(ok)}" for ok, fail in plan.non_monotone
+        ),
+        "model": search.model,
+        "engine": search.engine,
+        "quant": search.quant,
+        "drafter": search.drafter,
+        "workload": search.workload,
+    }
+
+
+def slo_rows(searches: Sequence[SeriesSearch]) -> list[dict[str, Any]]:
+    return [slo_row(search) for search in searches]
+
+
+def _change_pct(new: float | None, base: float | None) -> float | None:
+    if new is None or base is None or base == 0:
+        return None
+    return 100.0 * (new - base) / base
+
+
+def change_text(base: SeriesSearch, drafter: SeriesSearch) -> str:
+    """`the drafter raises the load served within the goal from c=8 to c=12`."""
+    if not (base.plan.done and drafter.plan.done):
+        return "a search of the pair has not finished"
+    spec = base.spec
+    b, d = base.plan.largest_passing, drafter.plan.largest_passing
+    b_text = load_text(spec, b, base.plan.at_max)
+    d_text = load_text(drafter.spec, d, drafter.plan.at_max)
+    if b == d and base.plan.at_max == drafter.plan.at_max:
+        return f"the drafter leaves the load served within the goal at {b_text}"
+    rank_b = (-1.0 if b is None else b, base.plan.at_max)
+    rank_d = (-1.0 if d is None else d, drafter.plan.at_max)
+    verb = "raises" if rank_d > rank_b else "lowers"
+    return f"the drafter {verb} the load served within the goal from {b_text} to {d_text}"
+
+
+def drafter_goal_rows(searches: Sequence[SeriesSearch]) -> list[dict[str, Any]]:
+    """Each drafter series beside its base series (drafter `none`, same model, engine, quant and
+    workload): the largest passing load with and without the drafter, throughput at each, and
+    the change. A base under another goal or searched over another axis is no base: flagged."""
+    bases: dict[tuple[str, ...], list[SeriesSearch]] = {}
+    for s in searches:
+        if s.drafter == NO_DRAFTER:
+            bases.setdefault((s.model, s.engine, s.quant, s.workload), []).append(s)
+    rows = []
+    for d in searches:
+        if d.drafter == NO_DRAFTER:
+            continue
+        candidates = bases.get((d.model, d.engine, d.quant, d.workload), [])
+        base = next((b for b in candidates if b.slo == d.slo and b.spec.over == d.spec.over), None)
+        flags = []
+        if base is None:
+            flags.append(
+                "base series under another goal or axis" if candidates else "no base series"
+            )
+        b_answer = base.at(base.plan.largest_passing) if base else None
+        d_answer = d.at(d.plan.largest_passing)
+        b_decode = b_answer.decode_tok_s if b_answer else None
+        d_decode = d_answer.decode_tok_s if d_answer else None
+        rows.append(
+            {
+                "drafter_series": d.series,
+                "base_series": base.series if base else None,
+                "model": d.model,
+                "engine": d.engine,
+                "quant": d.quant,
+                "drafter": d.drafter,
+                "workload": d.workload,
+                "over": d.spec.over,
+                "slo": d.slo.text,
+                "base_largest_passing": base.plan.largest_passing if base else None,
+                "drafter_largest_passing": d.plan.largest_passing,
+                "load_change_pct": _change_pct(
+                    d.plan.largest_passing, base.plan.largest_passing if base else None
+                ),
+                "base_decode_tok_s": b_decode,
+                "drafter_decode_tok_s": d_decode,
+                "decode_change_pct": _change_pct(d_decode, b_decode),
+                "base_goodput_decode_tok_s": b_answer.goodput_decode_tok_s if b_answer else None,
+                "drafter_goodput_decode_tok_s": d_answer.goodput_decode_tok_s if d_answer else None,
+                "change": change_text(base, d) if base else "",
+                "flags": "; ".join(flags),
+            }
+        )
+    return rows
+
+
+SLO_INTRO = (
+    "One row per searched series: the largest load that passes the goal and the smallest that "
+    "fails (slo.csv has every column). A probe passes when the {conf} % distribution-free bound "
+    "on each objective's percentile (order statistics; no assumption on the latency "
+    "distribution) is within its limit, fails when the bound is outside it, and is unresolved "
+    "when it straddles the limit or there are too few requests for a bound (a p99 from 16 "
+    "requests bounds nothing from above); an unresolved probe is run again with more prompts. "
+    "Each probe lists its completed requests (n), the measured percentile and the bound that "
+    "decided (`hi` the upper, `lo` the lower), in ms. Attainment: the fraction of completed "
+    "requests meeting every objective, with its exact (Clopper-Pearson) interval; a request of "
+    "one token has no TPOT and meets a TPOT objective. Goodput: the requests (and their "
+    "completion tokens) that met every objective, per second of the run, at the largest "
+    "passing load."
+)
+DRAFTER_GOAL_INTRO = (
+    "Each drafter series beside its base series (drafter none, same model, engine, quant and "
+    "workload) under the same goal: the largest load each serves within it, and the decode "
+    "throughput there."
+)
+
+
+def slo_frame(searches: Sequence[SeriesSearch]) -> pd.DataFrame:
+    return pd.DataFrame(slo_rows(searches), columns=SLO_COLUMNS)
+
+
+def drafter_goal_frame(searches: Sequence[SeriesSearch]) -> pd.DataFrame:
+    return pd.DataFrame(drafter_goal_rows(searches), columns=DRAFTER_GOAL_COLUMNS)
+
+
+def write_slo_tables(
+    searches: Sequence[SeriesSearch], out: Mapping[str, str | Path]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """slo.{csv,md} and slo_drafter.{csv,md} to the paths `out` names (`slo_csv`, `slo_md`,
+    `slo_drafter_csv`, `slo_drafter_md`); the markdown shows the columns a reader compares."""
+    slo, drafter = slo_frame(searches), drafter_goal_frame(searches)
+    intro = SLO_INTRO.format(conf=f"{100 * CONFIDENCE:g}")
+    write_text(out["slo_csv"], slo.to_csv(index=False))
+    write_text(
+        out["slo_md"], to_markdown(slo[SLO_MD_COLUMNS], "Latency goal: largest load served", intro)
+    )
+    write_table(
+        drafter,
+        out["slo_drafter_csv"],
+        out["slo_drafter_md"],
+        "Latency goal: the drafter at the goal",
+        DRAFTER_GOAL_INTRO,
+    )
+    return slo, drafter

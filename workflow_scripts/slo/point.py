@@ -1,0 +1,171 @@
+"""One point (a cell's run) judged against a latency goal: each objective's percentile with its
+distribution-free bounds and verdict, the attainment with its exact interval, the goodput, and
+the point's verdict. A pure function of the request records and the cell's metrics.json.
+
+Which requests count: the measured (not warm-up), completed ones, as for every figure of
+metrics.json. An errored or cut-off request is in no percentile and no attainment; `errors`
+and `incomplete` say how many there were, so a table can show them beside the verdict.
+
+A request meets the goal when each of its figures is within the objective's limit. A request
+of one token has no TPOT (no gap between tokens to be slow in): it meets a TPOT objective
+vacuously, is not among the TPOT percentile's values (as in metrics.json's `tpot_ms`), and
+still has to meet the TTFT and E2E ones.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..loadgen.metrics import tpot_s
+from ..loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
+from .bounds import CONFIDENCE, PercentileBound, clopper_pearson, percentile_bound
+from .objectives import Objective, Slo
+from .verdict import Verdict, attainment_verdict, combined, percentile_verdict
+
+
+def figure_ms(record: RequestRecord, figure: str) -> float | None:
+    """A request's ttft_ms / tpot_ms / e2el_ms, or None where it has none."""
+    if figure == "ttft_ms":
+        seconds = record.ttft_s
+    elif figure == "tpot_ms":
+        seconds = tpot_s(record)
+    elif figure == "e2el_ms":
+        seconds = record.e2e_s
+    else:
+        raise ValueError(f"unknown latency figure {figure!r}")
+    return None if seconds is None else seconds * 1000.0
+
+
+def meets_goal(record: RequestRecord, slo: Slo) -> bool:
+    """Every objective's figure within its limit; a missing TPOT (one token) meets it, a
+    missing TTFT or E2E does not."""
+    for objective in slo.objectives:
+        value = figure_ms(record, objective.figure)
+        if value is None:
+            if objective.figure == "tpot_ms":
+                continue
+            return False
+        if value > objective.max_ms:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class ObjectiveResult:
+    """One objective at one point: the measured percentile, its bounds, the verdict."""
+
+    objective: Objective
+    bound: PercentileBound
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class AttainmentResult:
+    """The fraction of completed requests meeting every objective, its exact interval, and
+    its verdict against the target (None: the goal sets no target, so it decides nothing)."""
+
+    good: int
+    n: int
+    lo: float
+    hi: float
+    target: float | None
+    verdict: Verdict | None
+
+    @property
+    def fraction(self) -> float | None:
+        return self.good / self.n if self.n else None
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """A point against the goal. Goodput counts the requests that met every objective over
+    the run's duration (req/s and completion tok/s); `req_per_s` and `decode_tok_s` are the
+    cell's own throughput, all requests counted; `wall_s` what the probe cost."""
+
+    verdict: Verdict
+    objectives: tuple[ObjectiveResult, ...]
+    attainment: AttainmentResult
+    completed: int
+    errors: int
+    incomplete: int
+    goodput_req_s: float | None
+    goodput_decode_tok_s: float | None
+    req_per_s: float | None
+    decode_tok_s: float | None
+    duration_s: float | None
+    wall_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for a probe's JSON (the verdicts are str)."""
+        return asdict(self)
+
+
+def evaluate_point(
+    slo: Slo,
+    records: Iterable[RequestRecord | Mapping[str, Any]],
+    metrics: Mapping[str, Any],
+    confidence: float = CONFIDENCE,
+) -> PointResult:
+    """Judge one run: `records` as requests.jsonl holds them (RequestRecord or its dict),
+    `metrics` the cell's metrics.json (duration_s, req_per_s, decode_tok_s, started_at,
+    finished_at are read). The point passes when every objective and the attainment pass."""
+    measured = [r if isinstance(r, RequestRecord) else RequestRecord.from_dict(r) for r in records]
+    measured = [r for r in measured if not r.warmup]
+    done = [r for r in measured if r.status == OK]
+    results = []
+    for objective in slo.objectives:
+        values = [v for r in done if (v := figure_ms(r, objective.figure)) is not None]
+        bound = percentile_bound(values, objective.percentile, confidence)
+        results.append(
+            ObjectiveResult(
+                objective, bound, percentile_verdict(bound.lo, bound.hi, objective.max_ms)
+            )
+        )
+    good = [r for r in done if meets_goal(r, slo)]
+    lo, hi = clopper_pearson(len(good), len(done), confidence)
+    target = slo.attainment
+    attainment = AttainmentResult(
+        len(good),
+        len(done),
+        lo,
+        hi,
+        target,
+        None if target is None else attainment_verdict(lo, hi, target),
+    )
+    parts = [o.verdict for o in results] + ([attainment.verdict] if attainment.verdict else [])
+    duration = metrics.get("duration_s")
+    per_s = (lambda x: x / duration) if duration else (lambda x: None)
+    return PointResult(
+        verdict=combined(parts),
+        objectives=tuple(results),
+        attainment=attainment,
+        completed=len(done),
+        errors=sum(r.status == ERROR for r in measured),
+        incomplete=sum(r.status == INCOMPLETE for r in measured),
+        goodput_req_s=per_s(len(good)),
+        goodput_decode_tok_s=per_s(sum(r.completion_tokens or 0 for r in good)),
+        req_per_s=metrics.get("req_per_s"),
+        decode_tok_s=metrics.get("decode_tok_s"),
+        duration_s=duration,
+        wall_s=wall_s(metrics),
+    )
+
+
+def wall_s(metrics: Mapping[str, Any]) -> float | None:
+    """finished_at - started_at (whole seconds, as metrics.json stamps them), else the
+    server's start plus the measured run."""
+    try:
+        stamps = [
+            calendar.timegm(time.strptime(metrics[key], "%Y-%m-%dT%H:%M:%SZ"))
+            for key in ("started_at", "finished_at")
+        ]
+        return float(stamps[1] - stamps[0])
+    except (KeyError, TypeError, ValueError):
+        pass
+    parts = [metrics.get("ready_s"), metrics.get("duration_s")]
+    known = [p for p in parts if isinstance(p, int | float)]
+    return float(sum(known)) if known else None
