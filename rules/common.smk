@@ -63,6 +63,7 @@ onerror:
 
 
 RESULTS = CONFIG["results_dir"]
+SERIES_RECORDS = {name: str(record_path(f"{RESULTS}/cells", name)) for name in SERIES}
 FAILURES = f"{RESULTS}/failures"
 WEIGHTS = {}
 for _cell in CELLS.values():
@@ -154,7 +155,7 @@ def inputs_of(cell):
 
 
 def series_record(series):
-    return str(record_path(f"{RESULTS}/cells", series))
+    return SERIES_RECORDS[series]
 
 
 def cell_threads(wildcards):
