@@ -330,3 +330,10 @@ def test_relabelled_rates_as_products_match_the_gathered_index_sets():
         np.testing.assert_allclose(on_new, figure(pooled, new_side), rtol=1e-12)
         np.testing.assert_allclose(on_base, figure(pooled, base_side), rtol=1e-12)
     assert not swap[0].any() and swap[1:].any(axis=1).all()  # the identity first, then swaps
+    # row r is the XOR of the seeded patterns of r's set bits, as a product of bits says
+    patterns = np.random.default_rng(stats.SEED).integers(0, 2, size=(8, 60), dtype=np.int64)
+    bits = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1
+    np.testing.assert_array_equal(swap, (bits @ patterns) % 2 == 1)
+    np.testing.assert_array_equal(
+        change_stats.relabeling_swaps(60, 256, rows=slice(5, 9)), swap[5:9]
+    )

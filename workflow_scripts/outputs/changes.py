@@ -68,11 +68,13 @@ def relabeling_swaps(n: int, count: int = RELABELINGS, seed: int = SEED, rows: s
     2^k) relabelings that form a group: every XOR-combination of k seeded patterns, the identity
     (no swap) first. Rows `rows` only, so a caller can go through them in chunks."""
     k = max(1, math.ceil(math.log2(max(count, 2))))
-    patterns = np.random.default_rng(seed).integers(0, 2, size=(k, n), dtype=np.int64)
-    picked = np.arange(2**k)[rows if rows is not None else slice(None)]
-    coefficients = (picked[:, None] >> np.arange(k)[None, :]) & 1
-    # In floats (exact: sums of at most k ones) the product runs on BLAS, 10x an integer one.
-    return (coefficients.astype(float) @ patterns.astype(float)) % 2 == 1
+    patterns = np.random.default_rng(seed).integers(0, 2, size=(k, n), dtype=np.int64) == 1
+    # Row r combines the patterns of r's set bits: rows 2^j..2^(j+1)-1 are rows 0..2^j-1 with
+    # pattern j added, so the table doubles k times (a product of bits cost 100x as much).
+    table = np.zeros((2**k, n), dtype=bool)
+    for j in range(k):
+        table[2**j : 2 ** (j + 1)] = table[: 2**j] ^ patterns[j]
+    return table[rows if rows is not None else slice(None)]
 
 
 def _pooled(base: RequestArrays, new: RequestArrays) -> RequestArrays:

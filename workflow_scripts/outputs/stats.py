@@ -231,32 +231,37 @@ def figures_of_draws(
     is sorted once for all its percentiles. The summary bootstraps every cell this way: 26
     instead of 41 ms a cell of 200 requests (benchmarks/sweep_tables_cost.py)."""
     out: dict[str, np.ndarray] = {}
+    rows, n = idx.shape[:-1], idx.shape[-1]
     rates = [name for name in names if name in RATE_TOKENS]
-    if rates and arrays.duration_s <= 0:
-        out.update({name: np.full(idx.shape[:-1], math.nan) for name in rates})
-    elif rates:
-        e2e = np.nan_to_num(arrays.e2e_ms)
-        drawn_e2e = e2e[idx].sum(-1)
-        for name in rates:
-            tok = RATE_TOKENS[name](arrays)
-            headline = tok.sum() / arrays.duration_s
-            whole = tok.sum() / e2e.sum() if e2e.sum() > 0 else math.nan
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[name] = headline * (tok[idx].sum(-1) / drawn_e2e) / whole
     fields: dict[str, list[str]] = {}
     for name in names:
         if name in QUANTILES:
             fields.setdefault(QUANTILES[name][0], []).append(name)
+    drawn = {field: getattr(arrays, field)[idx] for field in fields}
+    if rates and arrays.duration_s <= 0:
+        out.update({name: np.full(rows, math.nan) for name in rates})
+    elif rates:
+        e2e = np.nan_to_num(arrays.e2e_ms)
+        # the E2E draws the median needs too, summed before they are sorted (NaN as 0)
+        drawn_e2e = drawn["e2e_ms"] if "e2e_ms" in drawn else arrays.e2e_ms[idx]
+        drawn_e2e_sum = np.where(np.isnan(drawn_e2e), 0.0, drawn_e2e).sum(-1)
+        for name in rates:
+            tok = RATE_TOKENS[name](arrays)
+            headline = tok.sum() / arrays.duration_s
+            whole = tok.sum() / e2e.sum() if e2e.sum() > 0 else math.nan
+            # a count of requests sums to n whichever were drawn: no need to draw it
+            drawn_tok = np.full(rows, float(n)) if (tok == 1).all() else tok[idx].sum(-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[name] = headline * (drawn_tok / drawn_e2e_sum) / whole
     for field, members in fields.items():
-        values = getattr(arrays, field)
-        drawn = values[idx]
-        drawn.sort(axis=-1)  # NaN last
-        if np.isnan(values).any():
-            count = (~np.isnan(drawn)).sum(axis=-1)
+        values = drawn[field]
+        values.sort(axis=-1)  # NaN last
+        if np.isnan(getattr(arrays, field)).any():
+            count = (~np.isnan(values)).sum(axis=-1)
         else:
-            count = np.full(idx.shape[:-1], idx.shape[-1])
+            count = np.full(rows, n)
         for name in members:
-            out[name] = sorted_percentile(drawn, count, QUANTILES[name][1])
+            out[name] = sorted_percentile(values, count, QUANTILES[name][1])
     return out
 
 
@@ -271,22 +276,30 @@ def point_figures(arrays: RequestArrays) -> dict[str, float | None]:
 
 
 def bootstrap_intervals(
-    records: Sequence[RequestRecord], resamples: int = RESAMPLES, seed: int = SEED
+    records: Sequence[RequestRecord],
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    figures: Sequence[str] | None = None,
 ) -> dict[str, Interval]:
-    """Every figure of one run with a percentile bootstrap interval over its requests."""
+    """Every figure of one run (or those named) with a percentile bootstrap interval over its
+    requests. A figure's interval is the same whichever others are asked for with it."""
     arrays = request_arrays(records)
-    return bootstrap_arrays(arrays, resamples, seed)
+    return bootstrap_arrays(arrays, resamples, seed, figures)
 
 
 def bootstrap_arrays(
-    arrays: RequestArrays, resamples: int = RESAMPLES, seed: int = SEED
+    arrays: RequestArrays,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    figures: Sequence[str] | None = None,
 ) -> dict[str, Interval]:
+    names = list(FIGURES) if figures is None else list(figures)
     points = point_figures(arrays)
     if arrays.n < 2:
-        return {name: Interval(points[name], None, None, BOOTSTRAP, arrays.n) for name in FIGURES}
-    samples = resampled(lambda idx: figures_of_draws(arrays, idx, list(FIGURES)),
+        return {name: Interval(points[name], None, None, BOOTSTRAP, arrays.n) for name in names}
+    samples = resampled(lambda idx: figures_of_draws(arrays, idx, names),
                         arrays.n, resamples, seed)  # fmt: skip
-    return {name: percentile_interval(samples[name], points[name], arrays.n) for name in FIGURES}
+    return {name: percentile_interval(samples[name], points[name], arrays.n) for name in names}
 
 
 CHUNK_ELEMENTS = 2_000_000  # resample indices held at once: ~16 MB, whatever the run's size
