@@ -20,19 +20,12 @@ import pandas as pd
 from ..loadgen.records import OK, RequestRecord
 from ..vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status
 from .changes import FASTER
-from .compact import REF_PREFIX, is_missing, number_text
+from .compact import REF_PREFIX, is_missing, number_text, summary_row
 from .spec_gain import spec_gain_table
-from .stats import (
-    MIN_REPEATS,
-    RESAMPLES,
-    SEED,
-    interval_from_repeats,
-    percentile_interval,
-    resampled,
-)
-from .tables import identity_from_cell, summary_rows
+from .stats import MIN_REPEATS, interval_from_repeats, t975
+from .tables import figure_intervals, identity_from_cell, merge_with_cells
 
-CONCURRENCY, REQUEST_RATE = "concurrency", "request_rate"
+CONCURRENCY = "concurrency"  # the other axis: request_rate
 
 # sweeps.csv: the contract's columns first, then what a reader needs to trust them.
 SWEEP_FIGURES = [
@@ -68,6 +61,16 @@ SWEEP_COLUMNS = [
     "drafter",
     "workload",
     "reason",
+]
+
+# The figures a point's row takes from its metrics, each with its interval.
+MEASURED = [
+    "decode_tok_s",
+    "tpot_median_ms",
+    "tpot_p99_ms",
+    "ttft_median_ms",
+    "ttft_p99_ms",
+    "req_per_s",
 ]
 
 PARETO_COLUMNS = [
@@ -173,9 +176,10 @@ def _per(value: Any, gpus: int | None) -> float | None:
 def point_row(
     cell: Cell, row: Mapping[str, Any], metrics: CellMetrics, gpus: int | None
 ) -> dict[str, Any]:
-    """One sweeps.csv row from the point's summary row (summary_rows: figures and intervals as
-    the summary has them). A point that did not finish keeps its status and reason, no figures.
-    Interactivity is 1000 / TPOT median, so its interval is the TPOT median's, inverted."""
+    """One sweeps.csv row from the point's summary row and intervals (as the summary has them:
+    tables.summary_row, tables.figure_intervals). A point that did not finish keeps its status
+    and reason, no figures. Interactivity is 1000 / TPOT median, so its interval is the TPOT
+    median's, inverted."""
     sweep = cell.sweep
     server = metrics.get("server_start") or {}
     out: dict[str, Any] = {
@@ -197,14 +201,7 @@ def point_row(
         return out
     for key in ("completed", "errors", "interval_source", "interval_n"):
         out[key] = row.get(key)
-    for name in (
-        "decode_tok_s",
-        "tpot_median_ms",
-        "tpot_p99_ms",
-        "ttft_median_ms",
-        "ttft_p99_ms",
-        "req_per_s",
-    ):
+    for name in MEASURED:
         for suffix in ("", "_lo", "_hi"):
             out[name + suffix] = row.get(name + suffix)
     out["interactivity_tok_s"] = _reciprocal(row.get("tpot_median_ms"))
@@ -227,12 +224,11 @@ def sweep_table(
     ids = {cell.id for cell in points}
     metrics = [m for m in all_metrics if m["cell"] in ids]
     by_id = {m["cell"]: m for m in metrics}
-    records = {cell: r for cell, r in (records or {}).items() if cell in ids}
-    rows = {row["cell"]: row for row in summary_rows(metrics, points, records)}
-    gpus = gpus or {}
-    out = [
-        point_row(cell, rows[cell.id], by_id.get(cell.id, {}), gpus.get(cell.id)) for cell in points
-    ]
+    records, gpus = records or {}, gpus or {}
+    out = []
+    for cell, merged in zip(points, merge_with_cells(metrics, points), strict=True):
+        row = {**summary_row(merged), **figure_intervals(merged, records.get(cell.id), MEASURED)}
+        out.append(point_row(cell, row, by_id.get(cell.id, {}), gpus.get(cell.id)))
     frame = pd.DataFrame(out, columns=SWEEP_COLUMNS)
     for column in ("concurrency", "completed", "errors", "gpus", "interval_n"):
         frame[column] = frame[column].astype("Int64")
@@ -389,14 +385,27 @@ def wilson_interval(successes: float, trials: float) -> tuple[float, float] | No
     return max(0.0, center - half), min(1.0, center + half)
 
 
+def ratio_interval(accepted: np.ndarray, drafted: np.ndarray) -> tuple[float, float] | None:
+    """95 % interval of Σ accepted / Σ drafted over requests, each request one draw (a ratio
+    estimator's delta-method variance, Σ (a_i − R d_i)² / (n (n − 1) d̄²)): drafts within a
+    request go together, the requests are what varies."""
+    n = len(drafted)
+    if n < 2 or drafted.sum() <= 0:
+        return None
+    rate = accepted.sum() / drafted.sum()
+    variance = ((accepted - rate * drafted) ** 2).sum() / (n * (n - 1) * drafted.mean() ** 2)
+    half = t975(n - 1) * math.sqrt(variance)
+    return rate - half, rate + half
+
+
 def acceptance_interval(
     metrics: CellMetrics, records: Sequence[RequestRecord] | None
 ) -> tuple[float | None, float | None, str]:
-    """The 95 % interval of a point's acceptance rate: from its repeats (≥ 3); else a bootstrap
-    over its completed requests of Σ accepted / Σ drafted where each response gave its drafts,
-    scaled to the headline (the counters' figure); else Wilson's over the drafted tokens the
-    counters give, which takes drafted tokens as independent (they are not: a rejection ends
-    its draft), so it is too narrow and says so."""
+    """The 95 % interval of a point's acceptance rate: from its repeats (≥ 3); else over its
+    completed requests where each response gave its drafts (ratio_interval), as a share of the
+    headline (the counters' figure, which may count a few tokens more); else Wilson's over the
+    drafted tokens the counters give, which takes drafted tokens as independent (they are not:
+    a rejection ends its draft), so it is too narrow and says so."""
     spec = metrics.get("spec") or {}
     rate = spec.get("acceptance_rate")
     repeats = metrics.get("repeats") or {}
@@ -411,18 +420,11 @@ def acceptance_interval(
     ]
     if rate is not None and len(pairs) >= 2:
         drafted, accepted = (np.array(column) for column in zip(*pairs, strict=True))
+        found = ratio_interval(accepted, drafted)
         whole = accepted.sum() / drafted.sum() if drafted.sum() else 0.0
-        if whole > 0:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                draws = resampled(
-                    lambda idx: {"rate": accepted[idx].sum(-1) / drafted[idx].sum(-1)},
-                    len(pairs),
-                    RESAMPLES,
-                    SEED,
-                )["rate"]
-            found = percentile_interval(draws * (rate / whole), rate, len(pairs))
-            if found.lo is not None:
-                return found.lo, found.hi, f"bootstrap over {len(pairs)} requests' drafts"
+        if found is not None and whole > 0:
+            lo, hi = (max(0.0, min(1.0, end * rate / whole)) for end in found)
+            return lo, hi, f"{len(pairs)} requests' drafts"
     counted = wilson_interval(spec.get("accepted_tokens"), spec.get("draft_tokens"))
     if rate is not None and counted is not None:
         return *counted, "Wilson over drafted tokens (too narrow: drafts are not independent)"
