@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from tests.outputs.test_stats import simulate_run
-from tests.support.outputs import REPO, fixture_cells
+from tests.support.outputs import REPO, fixture_cells, results_tree
+from tests.support.pipeline import run_snakemake
 from tests.support.sweeps import point_cell, point_metrics, series_cells, spread
 from workflow_scripts.outputs import labels, stats, sweeps
 from workflow_scripts.outputs.card import build_card, render_markdown
@@ -531,3 +532,14 @@ def test_every_combination_of_verdicts_reads_as_one_of_the_summaries():
         else:
             assert "no single crossover" in text, text
         assert ("; no verdict at" in text) == (None in verdicts and bool(judged))
+
+
+def test_a_matrix_without_a_sweep_plans_no_sweeps_job(tmp_path):
+    """The fixture matrix (one cell at a second concurrency, but no list: no sweep) through a
+    real dry run: the report's other jobs are planned, the sweeps rule is not."""
+    results_tree(tmp_path)
+    proc = run_snakemake(tmp_path, "-n", "--quiet", "rules", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    planned = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    assert {"aggregate", "html_report"} <= planned, planned
+    assert "sweeps" not in planned

@@ -228,8 +228,8 @@ def figures_of_draws(
 ) -> dict[str, np.ndarray]:
     """FIGURES[name] of the draws `idx` for each of `names`, value for value, sharing what they
     have in common: the drawn requests' time is summed once for every rate, each latency field
-    is sorted once for all its percentiles. The summary bootstraps every cell this way: 26
-    instead of 41 ms a cell of 200 requests (benchmarks/sweep_tables_cost.py)."""
+    is sorted once for all its percentiles. The summary bootstraps every cell this way: about
+    24 instead of 41 ms a cell of 200 requests (docs/measured.md, sweep tables at scale)."""
     out: dict[str, np.ndarray] = {}
     rows, n = idx.shape[:-1], idx.shape[-1]
     rates = [name for name in names if name in RATE_TOKENS]
