@@ -654,7 +654,7 @@ def series_sections(
         if starts:
             lines.append(f"Server starts: {len(starts)} ({', '.join(map(str, starts))})")
         else:
-            lines.append("Server starts: one per point (none recorded as shared)")
+            lines.append("Server starts: none recorded (a point on a server of its own has none)")
         for figure, label, unit in (
             ("decode_tok_s", "Highest decode throughput", "tok/s"),
             ("interactivity_tok_s", "Highest interactivity", "tok/s per user"),
