@@ -22,7 +22,12 @@ from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import resources_by_cell, without_resources
 from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
-from workflow_scripts.outputs.labels import optional_summary_figures, report_labels
+from workflow_scripts.outputs.labels import (
+    optional_summary_figures,
+    report_labels,
+    sweep_cell_ids,
+    sweep_outputs,
+)
 from workflow_scripts.outputs.run_end import print_run_end
 from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.weights.fetch import (
@@ -269,6 +274,30 @@ def summary_figures():
     return SUMMARY_FIGURES
 
 
+# The sweep tables and figures (rule sweeps), only for a matrix with a sweep; they read only the
+# points' files, and each point's GPU count (resources.gpu, kept out of the cells' settings) for
+# throughput per GPU.
+SWEEP_CELLS = sweep_cell_ids(list(CELLS.values()))
+SWEEP_OUTPUTS = [
+    f"{RESULTS}/summary/{name}" for name in sweep_outputs(list(CELLS.values()))
+]
+SWEEP_GPUS = canonical_json(
+    {cell_id: CELL_RESOURCES[cell_id].get("gpu") for cell_id in SWEEP_CELLS}
+)
+
+
+def sweep_cell_metrics():
+    return [f"{RESULTS}/cells/{cell_id}/metrics.json" for cell_id in SWEEP_CELLS]
+
+
+def sweep_cell_requests():
+    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in SWEEP_CELLS]
+
+
+def sweep_gpus(wildcards):
+    return SWEEP_GPUS
+
+
 def report_inputs():
     """What the HTML report shows: the cards, tables, figures and its front page."""
     return [
@@ -276,6 +305,7 @@ def report_inputs():
         f"{RESULTS}/summary/index.md",
         f"{RESULTS}/summary/comparisons.md",
         *summary_figures(),
+        *SWEEP_OUTPUTS,
         f"{RESULTS}/summary/overview.html",
     ]
 
