@@ -111,7 +111,7 @@ def test_each_point_has_its_row_with_the_contract_columns_and_known_figures():
 
 
 def test_points_listed_out_of_order_come_out_by_load_and_without_gpus_no_per_gpu_figure():
-    cells = [point_cell(False, v, i) for i, v in enumerate([8, 1, 4])]
+    cells = [point_cell(False, v) for v in [8, 1, 4]]
     metrics = [point_metrics(c, 10.0 * c.concurrency, 20.0) for c in cells]
     table = sweeps.sweep_table(metrics, cells, {}, {c.id: 0 for c in cells})
     assert list(table["point"]) == ["c1", "c4", "c8"]
@@ -120,7 +120,7 @@ def test_points_listed_out_of_order_come_out_by_load_and_without_gpus_no_per_gpu
 
 def test_failed_blocked_and_unrun_points_are_rows_with_their_status_and_no_figures():
     cells = series_cells(False, LOADS)
-    cells[3] = point_cell(False, 8, 3, blocked="needs a GPU")
+    cells[3] = point_cell(False, 8, blocked="needs a GPU")
     metrics = [
         point_metrics(cells[0], 10.0, 20.0),
         point_metrics(cells[1], status=Status.FAILED, reason="ServerError: died"),
@@ -384,12 +384,10 @@ def test_the_acceptance_interval_over_requests_covers_the_true_rate():
 
 
 def test_published_figures_sit_beside_the_measured_gain():
-    base = [
-        point_cell(False, v, i, reference={"decode_tok_s": 100.0}) for i, v in enumerate([1, 2])
-    ]
+    base = [point_cell(False, v, reference={"decode_tok_s": 100.0}) for v in [1, 2]]
     draft = [
-        point_cell(True, v, i, reference={"decode_tok_s": 150.0, "acceptance_rate": 0.6})
-        for i, v in enumerate([1, 2])
+        point_cell(True, v, reference={"decode_tok_s": 150.0, "acceptance_rate": 0.6})
+        for v in [1, 2]
     ]
     metrics = [point_metrics(c, 10.0, 20.0, repeats=spread(10.0)) for c in base + draft]
     gains = sweeps.sweep_tables(metrics, base + draft, {}).spec_gain_sweep
@@ -506,7 +504,7 @@ def test_a_points_card_names_its_series_and_server_start():
     start = {"id": "srv-1", "position": 4, "pid": 4242, "ready_s": 3.25, "started_at": "t0"}
     metrics = point_metrics(cell, 10.0, 20.0, server_start=start)
     text = render_markdown(build_card(cell.to_dict(), metrics))
-    assert "| Sweep | point 4 of workload sweep's concurrency sweep (concurrency 8)" in text
+    assert "| Sweep | a point of workload sweep's concurrency sweep (concurrency 8)" in text
     assert "series tiny-llama__llamacpp-local__q4_0__ngram__sweep" in text
     assert "| Server start | srv-1, position 4 among the points it served, pid 4242" in text
     plain = render_markdown(build_card(fixture_cells()[0], point_metrics(cell, 1.0, 1.0)))

@@ -143,7 +143,7 @@ def workload_text(cell: Cell) -> str:
 
 
 def sweep_text(cell: Cell) -> str:
-    """Which series a sweep point belongs to and where it sits in it."""
+    """Which series a sweep point belongs to and the load it sets."""
     sweep = cell.sweep
     value = int(sweep.value) if sweep.axis == "concurrency" else sweep.value
     axis = "concurrency" if sweep.axis == "concurrency" else "request rate (req/s)"
@@ -153,7 +153,7 @@ def sweep_text(cell: Cell) -> str:
         else "each point of its series starts its own server"
     )
     return (
-        f"point {sweep.index + 1} of workload {sweep.workload}'s {axis} sweep ({axis} {value}); "
+        f"a point of workload {sweep.workload}'s {axis} sweep ({axis} {value}); "
         f"series {sweep.series}; {shared}"
     )
 
