@@ -17,7 +17,12 @@ from snakemake.settings.types import DeploymentMethod
 
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.cell.failures import failure_count
-from workflow_scripts.cell.series import launch_path, record_path, write_series_files
+from workflow_scripts.cell.series import (
+    forget_provenance,
+    launch_path,
+    record_path,
+    write_series_files,
+)
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import resources_by_cell, without_resources
@@ -269,6 +274,7 @@ write_series_files(
     f"{RESULTS}/cells",
     {name: CELL_DICTS[launch_cell(points).id] for name, points in SERIES.items()},
 )
+forget_provenance(".", SERIES_RECORDS.values())
 ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
 # Every summary figure this matrix gets: concurrency and reference plots only when the matrix
 # sweeps concurrency or has published figures.

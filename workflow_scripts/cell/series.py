@@ -19,7 +19,8 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from base64 import urlsafe_b64encode
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,17 +54,36 @@ def write_series_files(cells_dir: str | Path, launches: Mapping[str, Mapping[str
     none (see the module's docstring), and the launch cell where it changed.
 
     The server job takes its cell from this file, not from a param or its command line, so that
-    it never has a reason of its own to run: Snakemake 9.27 does not look at a service's
+    it never has a reason of its own to run (nor a record older than its inputs, which would be
+    one): Snakemake 9.27 does not look at a service's
     consumers one by one once the service has one (a changed param), and a new point of the
     series was then never planned. It runs when, and only when, a point needs it."""
     for name, cell in launches.items():
         path = record_path(cells_dir, name)
         if not path.exists():
             write_json(path, {"state": NOT_STARTED, "series": name})
+        # never older than the server's inputs: Snakemake would see them as updated and give
+        # the server job a reason of its own to run, with the same effect as a changed param
+        os.utime(path)
         launch = launch_path(cells_dir, name)
         text = json.dumps(cell, sort_keys=True)
         if not launch.exists() or launch.read_text() != text:
             write_text(launch, text)
+
+
+def forget_provenance(workdir: str | Path, records: Iterable[str]) -> None:
+    """At parse time: drop what Snakemake keeps of the series' server jobs (their metadata and
+    incomplete markers under `.snakemake/`, file persistence, keyed as Snakemake 9.27 keys
+    them). The record is a service's output, rewritten every run: what an earlier run (an
+    earlier version of the rule, a killed run) left of it would give the job a reason of its
+    own to run, and then Snakemake plans no point of the series (write_series_files)."""
+    state = Path(workdir) / ".snakemake"
+    for record in records:
+        key = urlsafe_b64encode(record.encode()).decode()
+        if len(key) >= 255:  # Snakemake splits such names into folders: too rare to follow
+            continue
+        for kind in ("metadata", "incomplete"):
+            (state / kind / key).unlink(missing_ok=True)
 
 
 def read_record(path: Path) -> dict[str, Any]:
