@@ -17,6 +17,7 @@ include: "rules/common.smk"
 include: "rules/weights.smk"
 include: "rules/engines.smk"
 include: "rules/cells.smk"
+include: "rules/search.smk"
 include: "rules/report.smk"
 
 
