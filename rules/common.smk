@@ -27,7 +27,12 @@ from workflow_scripts.config.resources import (
     without_resources,
 )
 from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
-from workflow_scripts.outputs.labels import optional_summary_figures, report_labels
+from workflow_scripts.outputs.labels import (
+    optional_summary_figures,
+    report_labels,
+    sweep_cell_ids,
+    sweep_outputs,
+)
 from workflow_scripts.outputs.run_end import print_run_end
 from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.weights.fetch import (
@@ -71,6 +76,7 @@ onerror:
 
 
 RESULTS = CONFIG["results_dir"]
+SERIES_RECORDS = {name: str(record_path(f"{RESULTS}/cells", name)) for name in SERIES}
 FAILURES = f"{RESULTS}/failures"
 WEIGHTS = {}
 # A search's probes run its template's weights (rules/search.smk).
@@ -179,7 +185,7 @@ def inputs_of(cell):
 
 
 def series_record(series):
-    return str(record_path(f"{RESULTS}/cells", series))
+    return SERIES_RECORDS[series]
 
 
 def cell_threads(wildcards):
@@ -296,6 +302,30 @@ def summary_figures():
     return SUMMARY_FIGURES
 
 
+# The sweep tables and figures (rule sweeps), only for a matrix with a sweep; they read only the
+# points' files, and each point's GPU count (resources.gpu, kept out of the cells' settings) for
+# throughput per GPU.
+SWEEP_CELLS = sweep_cell_ids(list(CELLS.values()))
+SWEEP_OUTPUTS = [
+    f"{RESULTS}/summary/{name}" for name in sweep_outputs(list(CELLS.values()))
+]
+SWEEP_GPUS = canonical_json(
+    {cell_id: CELL_RESOURCES[cell_id].get("gpu") for cell_id in SWEEP_CELLS}
+)
+
+
+def sweep_cell_metrics():
+    return [f"{RESULTS}/cells/{cell_id}/metrics.json" for cell_id in SWEEP_CELLS]
+
+
+def sweep_cell_requests():
+    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in SWEEP_CELLS]
+
+
+def sweep_gpus(wildcards):
+    return SWEEP_GPUS
+
+
 def report_inputs():
     """What the HTML report shows: the cards, tables, figures and its front page."""
     return [
@@ -303,6 +333,7 @@ def report_inputs():
         f"{RESULTS}/summary/index.md",
         f"{RESULTS}/summary/comparisons.md",
         *summary_figures(),
+        *SWEEP_OUTPUTS,
         f"{RESULTS}/summary/overview.html",
         *search_report_inputs(),
     ]

@@ -101,6 +101,56 @@ rule comparisons:
         "../workflow_scripts/entry/comparisons.py"
 
 
+# Asked for by report_inputs() only when the matrix has a sweep (a list of concurrencies or
+# request rates): each point, the throughput-interactivity frontier, the drafter along the load.
+rule sweeps:
+    input:
+        metrics=sweep_cell_metrics(),
+        requests=sweep_cell_requests(),
+    output:
+        sweeps_csv=f"{RESULTS}/summary/sweeps.csv",
+        sweeps_md=f"{RESULTS}/summary/sweeps.md",
+        pareto_csv=f"{RESULTS}/summary/pareto.csv",
+        pareto_md=f"{RESULTS}/summary/pareto.md",
+        spec_gain_sweep_csv=f"{RESULTS}/summary/spec_gain_sweep.csv",
+        spec_gain_sweep_md=f"{RESULTS}/summary/spec_gain_sweep.md",
+        spec_crossover_csv=f"{RESULTS}/summary/spec_crossover.csv",
+        spec_crossover_md=f"{RESULTS}/summary/spec_crossover.md",
+        sweeps_html=report(
+            f"{RESULTS}/summary/sweeps.html",
+            caption="../report/sweeps_table.rst",
+            category="Sweeps",
+        ),
+        pareto_plot=report(
+            f"{RESULTS}/summary/pareto.png",
+            caption="../report/pareto.rst",
+            category="Sweeps",
+        ),
+        pareto_svg=f"{RESULTS}/summary/pareto.svg",
+        latency_plot=report(
+            f"{RESULTS}/summary/sweep_latency.png",
+            caption="../report/sweep_latency.rst",
+            category="Sweeps",
+        ),
+        latency_svg=f"{RESULTS}/summary/sweep_latency.svg",
+        spec_gain_plot=report(
+            f"{RESULTS}/summary/spec_gain_sweep.png",
+            caption="../report/spec_gain_sweep.rst",
+            category="Sweeps",
+        ),
+        spec_gain_svg=f"{RESULTS}/summary/spec_gain_sweep.svg",
+    log:
+        "logs/sweeps.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        cells=all_cells_settings,
+        gpus=sweep_gpus,
+    script:
+        "../workflow_scripts/entry/sweeps.py"
+
+
 rule summary_plots:
     input:
         metrics=all_cell_metrics(),

@@ -9,7 +9,6 @@ it and it imports none of them back.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -189,8 +188,10 @@ class Cell:
         return self.drafter != NO_DRAFTER
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (canonical-JSON-able: the cell rule's params), as the config spells it."""
-        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        """Plain data (canonical-JSON-able: the cell rule's params), as the config spells it. It
+        shares the cell's mappings (made for a large matrix at every parse of the Snakefile,
+        where a deep copy was a third of the parse): serialize it or copy it, never edit it."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["workload_spec"] = self.workload_spec.to_dict()
         out["run"] = self.run.to_dict()
         out["sweep"] = self.sweep.to_dict() if self.sweep else None

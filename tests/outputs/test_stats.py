@@ -286,3 +286,54 @@ def test_resampling_in_chunks_gives_the_same_intervals(monkeypatch):
     whole = stats.bootstrap_intervals(run, resamples=300)
     monkeypatch.setattr(stats, "CHUNK_ELEMENTS", 7 * 50)  # 7 resamples at a time
     assert stats.bootstrap_intervals(run, resamples=300) == whole
+
+
+def _arrays_with_gaps(rng, n):
+    """Request arrays with the gaps real runs have: one-token answers (no TPOT), a request with
+    no TTFT."""
+    records = simulate_run(rng, n=n, concurrency=3)
+    records[1].completion_tokens = 1
+    records[-1].ttft_s = None
+    return stats.request_arrays(records)
+
+
+@pytest.mark.parametrize("n", [2, 9, 200])
+def test_the_shared_work_of_the_bootstrap_gives_each_figure_value_for_value(n):
+    """figures_of_draws sums the time once and sorts each latency once for all figures: the
+    same numbers as each FIGURES function on the same draws (exactly for latencies)."""
+    arrays = _arrays_with_gaps(np.random.default_rng(n), n)
+    idx = np.random.default_rng(0).integers(0, n, size=(300, n))
+    shared = stats.figures_of_draws(arrays, idx, list(stats.FIGURES))
+    assert set(shared) == set(stats.FIGURES)
+    for name, (figure, _) in stats.FIGURES.items():
+        one = figure(arrays, idx)
+        assert np.isnan(one).sum() == np.isnan(shared[name]).sum(), name
+        if name in stats.QUANTILES:
+            np.testing.assert_array_equal(shared[name], one, err_msg=name)
+        else:
+            np.testing.assert_allclose(shared[name], one, rtol=1e-12, err_msg=name)
+    assert not np.isnan(shared["tpot_median_ms"]).all()  # the gaps were resampled, not all
+
+
+def test_relabelled_rates_as_products_match_the_gathered_index_sets():
+    """The randomization test's sides summed by a product with the swap pattern are the sides'
+    figures on their index sets (the gathers they replace)."""
+    rng = np.random.default_rng(4)
+    base, new = _arrays_with_gaps(rng, 60), _arrays_with_gaps(rng, 60)
+    pooled = change_stats._pooled(base, new)
+    swap = change_stats.relabeling_swaps(60, 256)
+    own, other = np.arange(60)[None, :], np.arange(60, 120)[None, :]
+    new_side, base_side = np.where(swap, own, other), np.where(swap, other, own)
+    sides = change_stats._relabelled_rates(pooled, 60, swap, ["decode_tok_s", "req_per_s"])
+    for name, (on_new, on_base) in sides.items():
+        figure = stats.FIGURES[name][0]
+        np.testing.assert_allclose(on_new, figure(pooled, new_side), rtol=1e-12)
+        np.testing.assert_allclose(on_base, figure(pooled, base_side), rtol=1e-12)
+    assert not swap[0].any() and swap[1:].any(axis=1).all()  # the identity first, then swaps
+    # row r is the XOR of the seeded patterns of r's set bits, as a product of bits says
+    patterns = np.random.default_rng(stats.SEED).integers(0, 2, size=(8, 60), dtype=np.int64)
+    bits = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1
+    np.testing.assert_array_equal(swap, (bits @ patterns) % 2 == 1)
+    np.testing.assert_array_equal(
+        change_stats.relabeling_swaps(60, 256, rows=slice(5, 9)), swap[5:9]
+    )

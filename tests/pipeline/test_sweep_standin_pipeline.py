@@ -55,7 +55,7 @@ def config(data: Path, points: list[int]) -> dict:
     workloads = {
         "sweep": {
             "dataset": {"kind": "jsonl", "path": str(data)},
-            "num_prompts_per_concurrency": 4,
+            "num_prompts_per_concurrency": 8,  # 8 paired prompts at c1: a verdict can be reached
             "concurrency": points,
             "max_tokens": MAX_TOKENS,
             "warmup_requests": 0,
@@ -105,7 +105,7 @@ def sweep_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("sweep-standin")
     data = workdir / "prompts.jsonl"
     data.write_text(
-        "".join(json.dumps({"prompt": f"prompt {i} of the sweep"}) + "\n" for i in range(40))
+        "".join(json.dumps({"prompt": f"prompt {i} of the sweep"}) + "\n" for i in range(80))
     )
     write_config(workdir, config(data, POINTS))
     proc = run_snakemake(workdir)

@@ -20,7 +20,6 @@ from typing import Any
 from ..atomic import write_json
 from ..engines import adapter_for
 from ..engines.base import EngineAdapter
-from ..engines.command import container_image_id, container_pid
 from ..loadgen.datasets import Dataset
 from ..process.auth import engine_api_key, server_api_key
 from ..process.leftovers import end_leftovers
@@ -39,6 +38,7 @@ from .run import (
     memory_sampler,
     plan_launch,
     running_record,
+    start_and_wait,
 )
 
 # How long a point waits for its series' server beyond the engine's own readiness timeout (the
@@ -93,41 +93,29 @@ def serve_series(inputs: CellInputs, record: Path) -> None:
             sampler = memory_sampler(plan.cell, server)
             sampler.take_baseline(cell.run.memory.baseline_samples)
             with plan.launch:
-                plan.launch.start()
-                probe: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi"}]}
-                probe["max_tokens"] = 1
-                if plan.command.served_model:
-                    probe["model"] = plan.command.served_model
-                ready_s = plan.launch.wait_ready(
-                    adapter.health_path, cell.run.ready_timeout_s, probe
-                )
-                memory_pid = server.pid
-                image = None
-                if plan.command.container:
-                    image = container_image_id(plan.command.container)
-                    memory_pid = container_pid(plan.command.container) or server.pid
+                started = start_and_wait(plan, adapter, sampler)
+                server_pid, memory_pid = started.window.server_roots
                 ready = {
                     **base,
                     "state": "ready",
                     "started_at": started_at,
                     "launch_cell": plan.cell.id,
-                    "pid": server.pid,
+                    "pid": server_pid,
                     "memory_pid": memory_pid,
                     "base_url": plan.command.base_url,
                     "served_model": plan.command.served_model,
-                    "ready_s": ready_s,
+                    "ready_s": started.ready_s,
                     "ready_at": time.time(),
-                    "server_version": adapter.server_version(plan.command.base_url),
-                    "container_image_id": image,
+                    "server_version": started.server_version,
+                    "container_image_id": started.container_image_id,
                     "server_command": redact(plan.command.argv),
                     "server_env": plan.command.shown_env,
                     "engine_version": inputs.engine_info.get("version"),
                     "sizing": plan.sizing,
-                    "baseline": [asdict(s) for s in sampler.samples],
+                    "baseline": [asdict(s) for s in sampler.samples if s.phase == "baseline"],
                     "log": str(record.with_suffix(".log")),
                 }
                 write_json(record, ready)
-                say(f"{cell.sweep.series}: server ready in {ready_s:.1f} s; its points run on it")
                 while server.alive():
                     time.sleep(0.5)
                 write_json(

@@ -42,5 +42,7 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        if data.keys() <= cls.__dataclass_fields__.keys():  # as written: no key to drop
+            return cls(**data)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)

@@ -21,10 +21,12 @@ from .stats import (
     HIGHER_IS_BETTER,
     MIN_REPEATS,
     RATE_FIGURES,
+    RATE_TOKENS,
     REPEATS,
     RESAMPLES,
     SEED,
     RequestArrays,
+    figures_of_draws,
     percentile_interval,
     point_figures,
     request_arrays,
@@ -66,10 +68,13 @@ def relabeling_swaps(n: int, count: int = RELABELINGS, seed: int = SEED, rows: s
     2^k) relabelings that form a group: every XOR-combination of k seeded patterns, the identity
     (no swap) first. Rows `rows` only, so a caller can go through them in chunks."""
     k = max(1, math.ceil(math.log2(max(count, 2))))
-    patterns = np.random.default_rng(seed).integers(0, 2, size=(k, n), dtype=np.int64)
-    picked = np.arange(2**k)[rows if rows is not None else slice(None)]
-    coefficients = (picked[:, None] >> np.arange(k)[None, :]) & 1
-    return (coefficients @ patterns) % 2 == 1
+    patterns = np.random.default_rng(seed).integers(0, 2, size=(k, n), dtype=np.int64) == 1
+    # Row r combines the patterns of r's set bits: rows 2^j..2^(j+1)-1 are rows 0..2^j-1 with
+    # pattern j added, so the table doubles k times (a product of bits cost 100x as much).
+    table = np.zeros((2**k, n), dtype=bool)
+    for j in range(k):
+        table[2**j : 2 ** (j + 1)] = table[: 2**j] ^ patterns[j]
+    return table[rows if rows is not None else slice(None)]
 
 
 def _pooled(base: RequestArrays, new: RequestArrays) -> RequestArrays:
@@ -102,17 +107,52 @@ def relabelled_spread(
     own, other = np.arange(n)[None, :], np.arange(n, 2 * n)[None, :]
     for start in range(0, total, per_chunk):
         swap = relabeling_swaps(n, total, seed, slice(start, min(total, start + per_chunk)))
-        new_side, base_side = np.where(swap, own, other), np.where(swap, other, own)
+        if all(name in RATE_TOKENS for name in figures):
+            sides = _relabelled_rates(pooled, n, swap, figures)
+        else:
+            new_side, base_side = np.where(swap, own, other), np.where(swap, other, own)
+            sides = {
+                name: (FIGURES[name][0](pooled, new_side), FIGURES[name][0](pooled, base_side))
+                for name in figures
+            }
         for name in figures:
-            figure = FIGURES[name][0]
             with np.errstate(divide="ignore", invalid="ignore"):
-                log_ratio = np.log(figure(pooled, new_side) / figure(pooled, base_side))
+                log_ratio = np.log(sides[name][0] / sides[name][1])
             parts[name].append(np.abs(log_ratio))
     out = {}
     for name in figures:
         spread = np.concatenate(parts[name])
         spread = np.sort(np.where(np.isfinite(spread), spread, np.inf))  # undefined: never small
         out[name] = float(spread[math.ceil(CONFIDENCE * len(spread)) - 1])
+    return out
+
+
+def _relabelled_rates(
+    pooled: RequestArrays, n: int, swap: np.ndarray, figures: Sequence[str]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each rate figure of both sides of the relabelings `swap`, as FIGURES gives it on their
+    index sets (the new side takes the base's request where a pair is swapped), with each
+    side's sums as products of the swap pattern instead of gathers of 2 × relabelings × n."""
+    swapped = swap.astype(float)
+    e2e = np.nan_to_num(pooled.e2e_ms)
+
+    def sides(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        base, new = values[:n], values[n:]
+        moved = swapped @ (base - new)  # what the swapped pairs move from one side to the other
+        return new.sum() + moved, base.sum() - moved
+
+    e2e_new, e2e_base = sides(e2e)
+    out = {}
+    for name in figures:
+        tok = RATE_TOKENS[name](pooled)
+        headline = tok.sum() / pooled.duration_s
+        whole = tok.sum() / e2e.sum() if e2e.sum() > 0 else math.nan
+        tok_new, tok_base = sides(tok)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[name] = (
+                headline * (tok_new / e2e_new) / whole,
+                headline * (tok_base / e2e_base) / whole,
+            )
     return out
 
 
@@ -155,11 +195,12 @@ def paired_changes(
     quantiles = [name for name in figures if name not in RATE_FIGURES]
 
     def ratios(idx: np.ndarray) -> dict[str, np.ndarray]:
+        drawn_new, drawn_base = (
+            figures_of_draws(new, idx, quantiles),
+            figures_of_draws(base, idx, quantiles),
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
-            return {
-                name: 100 * (FIGURES[name][0](new, idx) / FIGURES[name][0](base, idx) - 1)
-                for name in quantiles
-            }
+            return {name: 100 * (drawn_new[name] / drawn_base[name] - 1) for name in quantiles}
 
     spread = relabelled_spread(base, new, rates, relabelings, seed) if n >= 2 and rates else {}
     samples = resampled(ratios, n, resamples, seed) if n >= 2 and quantiles else {}
@@ -194,7 +235,7 @@ def _unpaired_changes(
     points_base, points_new = point_figures(base), point_figures(new)
 
     def on(arrays: RequestArrays) -> Callable[[np.ndarray], dict[str, np.ndarray]]:
-        return lambda idx: {name: FIGURES[name][0](arrays, idx) for name in figures}
+        return lambda idx: figures_of_draws(arrays, idx, figures)
 
     enough = min(base.n, new.n) >= 2
     samples: dict[str, np.ndarray] = {}

@@ -1,5 +1,6 @@
 """What the DAG needs to know of the cells' outputs while the Snakefile is parsed: which optional
-summary figures a matrix gets, a cell's labels in the report, its engine label and context size.
+summary figures and sweep outputs a matrix gets, a cell's labels in the report, its engine label
+and context size.
 Stdlib only: rules/common.smk imports it, and parsing must not pay for pandas or matplotlib."""
 
 from __future__ import annotations
@@ -61,6 +62,25 @@ def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
     if any(cell.reference for cell in cells):
         names.append("measured_vs_reference")
     return names
+
+
+SWEEP_TABLES = ["sweeps", "pareto", "spec_gain_sweep", "spec_crossover"]
+SWEEP_FIGURES = ["pareto", "sweep_latency", "spec_gain_sweep"]
+
+
+def sweep_cell_ids(cells: Sequence[CellData]) -> list[str]:
+    """The cells that are points of a sweep (their repeats too): what the sweeps rule reads."""
+    return [cell.id for cell in map(Cell.of, cells) if cell.sweep is not None]
+
+
+def sweep_outputs(cells: Sequence[CellData]) -> list[str]:
+    """The sweeps rule's files under summary/ (tables as CSV and markdown, their HTML page, the
+    figures; an SVG beside each PNG), for a matrix with at least one sweep; none without."""
+    if not sweep_cell_ids(cells):
+        return []
+    tables = [f"{name}.{ext}" for name in SWEEP_TABLES for ext in ("csv", "md")]
+    figures = [f"{name}.{ext}" for name in SWEEP_FIGURES for ext in ("png", "svg")]
+    return [*tables, "sweeps.html", *figures]
 
 
 def report_labels(cell: CellData, figure: str) -> dict[str, str]:

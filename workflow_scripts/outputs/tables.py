@@ -24,7 +24,7 @@ from .compact import (
 from .labels import context_tokens, engine_label
 from .slo_cells import SLO_COLUMNS, slo_columns
 from .stability import stability
-from .stats import MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
+from .stats import FIGURES, MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
 
 COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
 
@@ -163,10 +163,22 @@ def merge_with_cells(
 def interval_columns(
     metrics: CellMetrics, records: Sequence[RequestRecord] | None
 ) -> dict[str, Any]:
-    """A done cell's p99 figures and the 95 % interval of each headline figure: a t-interval
-    from its repeats when ≥ 3 finished, else a bootstrap over its requests when it ran once
-    (two repeats: none). Figures with no per-request basis (memory, acceptance) get an
-    interval only from repeats."""
+    """A done cell's p99 figures, the 95 % interval of each headline figure
+    (`figure_intervals`) and whether its run was steady."""
+    if metrics.get("status") != Status.DONE:
+        return {}
+    return {**figure_intervals(metrics, records), **stability_columns(records)}
+
+
+def figure_intervals(
+    metrics: CellMetrics,
+    records: Sequence[RequestRecord] | None,
+    figures: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """A done cell's p99 figures and the 95 % interval of each headline figure (or of those
+    named): a t-interval from its repeats when ≥ 3 finished, else a bootstrap over its requests
+    when it ran once (two repeats: none). Figures with no per-request basis (memory,
+    acceptance) get an interval only from repeats."""
     if metrics.get("status") != Status.DONE:
         return {}
     row: dict[str, Any] = {
@@ -177,18 +189,19 @@ def interval_columns(
     if repeats:
         row["repeats"] = repeats["done"]
     if repeats and repeats["done"] >= MIN_REPEATS:
-        for name in INTERVAL_FIGURES:
+        for name in INTERVAL_FIGURES if figures is None else figures:
             interval = interval_from_repeats([f.get(name) for f in repeats["figures"]])
             if interval is not None:
                 row[f"{name}_lo"], row[f"{name}_hi"] = interval.lo, interval.hi
         row["interval_source"] = "repeats"
         row["interval_n"] = repeats["done"]
     elif records and not (repeats and repeats["done"] > 1):
-        intervals = bootstrap_intervals(records)
+        per_request = None if figures is None else [f for f in figures if f in FIGURES]
+        intervals = bootstrap_intervals(records, figures=per_request)
         row.update(as_columns(intervals))
         row["interval_source"] = "bootstrap"
-        row["interval_n"] = intervals["decode_tok_s"].n
-    return {**row, **stability_columns(records)}
+        row["interval_n"] = next(iter(intervals.values())).n
+    return row
 
 
 def stability_columns(records: Sequence[RequestRecord] | None) -> dict[str, Any]:

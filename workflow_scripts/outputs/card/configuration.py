@@ -142,6 +142,36 @@ def workload_text(cell: Cell) -> str:
     return text + f", {w.warmup_requests} warmup requests (excluded)"
 
 
+def sweep_text(cell: Cell) -> str:
+    """Which series a sweep point belongs to and the load it sets."""
+    sweep = cell.sweep
+    value = int(sweep.value) if sweep.axis == "concurrency" else sweep.value
+    axis = "concurrency" if sweep.axis == "concurrency" else "request rate (req/s)"
+    shared = (
+        "its series' points run one after another on one server start"
+        if sweep.shared_server
+        else "each point of its series starts its own server"
+    )
+    return (
+        f"a point of workload {sweep.workload}'s {axis} sweep ({axis} {value}); "
+        f"series {sweep.series}; {shared}"
+    )
+
+
+def server_start_text(start: Mapping[str, Any]) -> str:
+    """The shared server start a point ran on (metrics.json `server_start`)."""
+    parts = [f"{start.get('id')}"]
+    if start.get("position") is not None:
+        parts.append(f"position {start['position']} among the points it served")
+    if start.get("pid") is not None:
+        parts.append(f"pid {start['pid']}")
+    if start.get("ready_s") is not None:
+        parts.append(f"ready in {fmt(start['ready_s'], 's', 1)}")
+    if start.get("started_at"):
+        parts.append(f"started {start['started_at']}")
+    return ", ".join(parts)
+
+
 def configuration_section(cell: Cell, metrics: CellMetrics) -> Section:
     info = cell.model_info
     model_rows = [
@@ -157,6 +187,10 @@ def configuration_section(cell: Cell, metrics: CellMetrics) -> Section:
         ("Input modalities", ", ".join(info.get("modalities") or []) or "—"),
         ("Workload", workload_text(cell)),
     ]
+    if cell.sweep is not None:
+        model_rows.append(("Sweep", sweep_text(cell)))
+    if metrics.get("server_start"):
+        model_rows.append(("Server start", server_start_text(metrics["server_start"])))
     if cell.drafter_weights:
         model_rows.insert(8, ("Draft model download", download_text(cell.drafter_weights)))
     return Section("Configuration", ("Field", "Value"), model_rows)

@@ -1,0 +1,221 @@
+"""The sweeps rule's body: read the points' metrics.json and requests.jsonl, build the sweep tables
+(sweeps.py), write each as CSV (every column) and markdown (the columns a reader compares), one
+HTML page of them for the report, and the sweep figures (plots_sweeps.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..atomic import write_text
+from ..loadgen.records import RequestRecord
+from ..vocabulary import CellData, CellMetrics, Status
+from .aggregate import cells_from_params
+from .compact import is_missing, number_text, with_interval
+from .repeats import collapse_repeats
+from .report_html import esc, html_table, page
+from .sweeps import SweepTables, frontier_stretches, reference_note, series_sections, sweep_tables
+from .writers import load_metrics, load_records, to_markdown
+
+SWEEPS_TITLE = "Sweeps: one row per point"
+SWEEPS_INTRO = (
+    "Each point of a series (one model, engine, quant, drafter and workload at several loads) "
+    "is a cell of its own. Interactivity = 1000 / TPOT median: the tokens per second one user "
+    "sees. `value ± h`: h is the half-width of the figure's 95 % interval, from the point's "
+    "repeats (≥ 3) or a bootstrap over its requests, as in the summary. sweeps.csv holds every "
+    "column (the intervals' ends, per-GPU throughput, the cells' own names)."
+)
+PARETO_TITLE = "Throughput against interactivity: the frontier"
+PARETO_INTRO = (
+    "The points no other point beats on both decode tok/s and interactivity (a point with at "
+    "least as much of both and more of one), over every finished point of every series, by "
+    "interactivity rising. A stretch is a run of consecutive frontier points one series owns. "
+    "The frontier is of the headline figures; two points whose intervals overlap may swap."
+)
+GAIN_TITLE = "Speculative decoding at each point of a sweep"
+GAIN_INTRO = (
+    "Each point of a drafter series beside the same point of its base series (drafter none, "
+    "same model, engine, quant and workload, the same points), with the spec-gain table's gain, "
+    "95 % interval and verdict. Acceptance should not move with load under greedy decoding: "
+    "`acceptance differs` marks a point whose interval leaves out the median of the series' "
+    "other points."
+)
+CROSSOVER_TITLE = "Where a drafter stops paying"
+CROSSOVER_INTRO = (
+    "One row per drafter series: the last point (by load) where it is faster than its base and "
+    "the first where it is not (slower, or no detectable difference), skipping points without "
+    "a verdict; the gain and interval each rests on are in spec_crossover.csv."
+)
+
+
+def _interval(row: Mapping[str, Any], key: str, digits: int = 1) -> str:
+    """`+12.3 [+4.0, +20.1]`: a change in % with its interval."""
+    value, lo, hi = (
+        row.get(key),
+        row.get(key.replace("_pct", "_lo_pct")),
+        row.get(key.replace("_pct", "_hi_pct")),
+    )
+    if is_missing(value):
+        return ""
+    text = f"{value:+.{digits}f}"
+    if not (is_missing(lo) or is_missing(hi)):
+        text += f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+    return text
+
+
+def sweeps_view(sweeps: pd.DataFrame) -> pd.DataFrame:
+    """sweeps.md: the point, its status and its figures as `value ± half-width`."""
+    rows = []
+    for row in sweeps.to_dict("records"):
+        done = row["status"] == Status.DONE
+        shown = {"series": row["series"], "point": row["point"], "status": row["status"]}
+        for key, digits in (
+            ("decode_tok_s", 1),
+            ("interactivity_tok_s", 2),
+            ("tpot_median_ms", 1),
+            ("tpot_p99_ms", 1),
+            ("ttft_median_ms", 0),
+            ("ttft_p99_ms", 0),
+            ("req_per_s", 3),
+        ):
+            shown[key] = with_interval(row, key, digits) if done else ""
+        shown["errors"] = number_text(row["errors"]) if done else ""
+        if sweeps["gpus"].notna().any():
+            shown["decode_tok_s_per_gpu"] = with_interval(row, "decode_tok_s_per_gpu", 1)
+        start = row.get("server_start")
+        position = row.get("server_start_position")
+        shown["server_start"] = (
+            ""
+            if is_missing(start)
+            else f"{start}" + ("" if is_missing(position) else f" #{position}")
+        )
+        shown["reason"] = "" if done else (row.get("reason") or "")
+        rows.append(shown)
+    return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["series", "point", "status"])
+
+
+def gain_view(gains: pd.DataFrame) -> pd.DataFrame:
+    """spec_gain_sweep.md: gain and TPOT change with their intervals, acceptance with its."""
+    rows = []
+    for row in gains.to_dict("records"):
+        acceptance = number_text(row.get("acceptance_rate"), 3)
+        if acceptance and not is_missing(row.get("acceptance_rate_lo")):
+            acceptance += f" [{row['acceptance_rate_lo']:.3f}, {row['acceptance_rate_hi']:.3f}]"
+        shown = {
+            "series": row["series"],
+            "point": row["point"],
+            "decode gain %": _interval(row, "decode_gain_pct"),
+            "verdict": row.get("verdict") or "",
+            "TPOT change %": _interval(row, "tpot_change_pct"),
+            "acceptance": acceptance,
+            "accepted length": number_text(row.get("acceptance_length")),
+            "acceptance differs": {True: "yes", False: "no"}.get(row.get("acceptance_differs"), ""),
+            "flags": "; ".join(f for f in (row.get("flags"), row.get("acceptance_note")) if f),
+        }
+        for column in ("ref_decode_gain_pct", "ref_acceptance_rate"):
+            if gains[column].notna().any():
+                shown[column] = number_text(row.get(column))
+        rows.append(shown)
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["series", "point"])
+
+
+CROSSOVER_VIEW = ["series", "last_faster", "first_not_faster", "summary", "interval_source"]
+
+
+def sections_markdown(sections: Sequence[tuple[str, list[str]]]) -> str:
+    parts = ["## Each series", ""]
+    for title, lines in sections:
+        parts += [f"### {title}", "", *[f"- {line}" for line in lines], ""]
+    return "\n".join(parts)
+
+
+def sections_html(sections: Sequence[tuple[str, list[str]]]) -> str:
+    parts = ["<h2>Each series</h2>"]
+    for title, lines in sections:
+        items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+        parts.append(f"<h3>{esc(title)}</h3><ul>{items}</ul>")
+    return "".join(parts)
+
+
+def write_sweep_tables(tables: SweepTables, out: Mapping[str, str | Path]) -> None:
+    """The four tables as CSV and markdown, and sweeps.html holding them for the report."""
+    sections = series_sections(tables.sweeps, tables.pareto, tables.spec_crossover)
+    stretches = frontier_stretches(tables.pareto)
+    gain_intro = " ".join(x for x in (GAIN_INTRO, reference_note(tables.spec_gain_sweep)) if x)
+    views = [
+        ("sweeps", SWEEPS_TITLE, sweeps_view(tables.sweeps), SWEEPS_INTRO, tables.sweeps),
+        ("pareto", PARETO_TITLE, tables.pareto, PARETO_INTRO, tables.pareto),
+        (
+            "spec_gain_sweep",
+            GAIN_TITLE,
+            gain_view(tables.spec_gain_sweep),
+            gain_intro,
+            tables.spec_gain_sweep,
+        ),
+        (
+            "spec_crossover",
+            CROSSOVER_TITLE,
+            tables.spec_crossover[CROSSOVER_VIEW],
+            CROSSOVER_INTRO,
+            tables.spec_crossover,
+        ),
+    ]
+    for name, title, view, intro, frame in views:
+        write_text(out[f"{name}_csv"], frame.to_csv(index=False))
+        text = to_markdown(view, title, intro)
+        if name == "sweeps":
+            text += "\n" + sections_markdown(sections)
+        if name == "pareto":
+            text += "\n" + to_markdown(stretches, "Who owns each stretch").replace("# ", "## ", 1)
+        write_text(out[f"{name}_md"], text)
+    body = ""
+    for name, title, view, intro, _ in views:
+        body += f"<h2>{esc(title)}</h2><p>{esc(intro)}</p>{html_table(view)}"
+        if name == "pareto":
+            body += f"<h3>Who owns each stretch</h3>{html_table(stretches)}"
+    body += sections_html(sections)
+    write_text(out["sweeps_html"], page("Sweeps", body))
+
+
+def write_sweep_figures(tables: SweepTables, out: Mapping[str, str | Path]) -> None:
+    """Each sweep figure the rule names among its outputs, as PNG + SVG."""
+    from . import plots_sweeps  # matplotlib: only the rule that draws pays its import
+    from .plots import save_figure
+
+    figures = {
+        "pareto_plot": lambda: plots_sweeps.pareto_figure(tables.sweeps, tables.pareto),
+        "latency_plot": lambda: plots_sweeps.sweep_latency_figure(tables.sweeps),
+        "spec_gain_plot": lambda: plots_sweeps.spec_gain_sweep_figure(tables.spec_gain_sweep),
+    }
+    for key, build in figures.items():
+        if out.get(key) is not None:
+            save_figure(build(), out[key])
+
+
+def write_sweeps(
+    all_metrics: Sequence[CellMetrics],
+    cells: Sequence[CellData],
+    records: Mapping[str, Sequence[RequestRecord]],
+    gpus: Mapping[str, int | None],
+    out: Mapping[str, str | Path],
+) -> SweepTables:
+    """Every sweep output from the points' metrics and records, repeats folded in here."""
+    all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
+    tables = sweep_tables(all_metrics, cells, records, gpus)
+    write_sweep_tables(tables, out)
+    write_sweep_figures(tables, out)
+    return tables
+
+
+def sweeps_from_snakemake(sm) -> None:
+    write_sweeps(
+        load_metrics(sm.input.metrics),
+        cells_from_params(sm.params.cells),
+        load_records(sm.input.requests),
+        json.loads(sm.params.gpus),
+        sm.output,
+    )
