@@ -129,3 +129,16 @@ def test_the_walk_asks_the_law_probe_by_probe_and_stops_at_a_missing_one():
     # a probe not judged yet (or failed): the walk ends there, asking for it
     pending = walk(spec, lambda key: None if key[0] == 8 else law[key[0]])
     assert pending == [(1, 0), (2, 0), (4, 0), (8, 0)]
+
+
+def test_a_load_left_unresolved_is_not_the_search_reaching_its_max():
+    """Measured here (the default search, ngram series): c1 passed, c2 stayed unresolved after
+    its extension; the table said `c1 (the search's max) passes` until at_max looked at it."""
+    from workflow_scripts.config.search import next_probe
+
+    spec = build_searches(validate_config(config()))[SERIES].spec
+    unresolved = Verdict.UNRESOLVED
+    verdicts = {(1, 0): Verdict.PASS, **{(2, k): unresolved for k in range(3)}}  # cap: 2
+    plan = next_probe(spec, verdicts)
+    assert plan.done and plan.largest_passing == 1 and plan.undecided == (2,)
+    assert not plan.at_max

@@ -7,7 +7,7 @@ known (`Law.max_concurrency_within`).
 The law: a decode step takes 20 + 10 c ms for c streams: TPOT 30, 40, 50, 60, 70, 80 ... ms at
 c = 1, 2, 3 ... With TPOT p90 <= 75 ms the search 1..16 walks c1, c2, c4 (pass), c8 (fail), c6
 (fail), c5 (pass): largest passing 5, smallest failing 6. 40 prompts a probe (a p90's upper
-bound needs 35 requests), 8 tokens each.
+bound needs 36 requests), 8 tokens each.
 """
 
 from __future__ import annotations
@@ -142,6 +142,7 @@ def test_the_search_finds_the_laws_largest_passing_load_and_stops_at_the_smalles
         metrics = json.loads((workdir / "results/cells" / probe(c) / "metrics.json").read_text())
         assert "slo" not in metrics  # the measurement alone: a goal is no part of it
     assert (workdir / "results/summary/slo_search.png").stat().st_size > 0
+    assert "Latency goals" in (workdir / "results/report.html").read_text()  # its category
     assert (workdir / "results/summary/slo_drafter.csv").exists()
 
 

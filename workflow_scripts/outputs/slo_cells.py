@@ -19,6 +19,7 @@ from ..slo.bounds import CONFIDENCE, min_samples_for_upper
 from ..slo.objectives import Slo
 from ..slo.point import evaluate_point
 from ..vocabulary import Cell, CellData, Status
+from .slo_text import attainment_text, objective_text
 
 SLO_COLUMNS = ["slo_verdict", "goodput_req_s", "attainment", "slo", "slo_detail", "tail_note"]
 TAIL_PERCENTILES = (90, 99)
@@ -40,8 +41,6 @@ def judged(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict
     if metrics.get("status") != Status.DONE:
         return {"goal": slo.text, "verdict": None}
     result = evaluate_point(slo, records, metrics)
-    from .slo_tables import attainment_text, objective_text
-
     return {
         "goal": slo.text,
         **result.to_dict(),

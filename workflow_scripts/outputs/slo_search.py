@@ -251,6 +251,9 @@ def search_figure(searches: list[SeriesSearch]):
                 fontsize=8,
             )
         ax.set_xscale("log", base=2)
+        loads = sorted({r["load"] for r in panel})
+        ax.set_xticks(loads, [f"{load:g}" for load in loads])
+        ax.minorticks_off()
         ax.set_xlabel(searches[0].spec.over.replace("_", " "))
         ax.set_ylabel(f"{name} (ms)")
         ax.set_title(f"{name}: o pass, x fail, ■ unresolved")
