@@ -55,9 +55,12 @@ rule series_server:
         slurm_account=series_resource("slurm_account"),
         slurm_extra=series_resource("slurm_extra"),
     params:
+        # paths only (they change with results_dir, and then nothing has run there): a param
+        # that can change would give this job a reason of its own to run (cell/series.py)
         inputs=series_input_args,
+        launch=series_launch_file,
+        failures_dir=FAILURES,
     shell:
         'PYTHONPATH="$LLMBENCH_WORKFLOW" exec "$LLMBENCH_PYTHON" -m'
         " workflow_scripts.entry.series_server {log:q} --server {output.server:q}"
-        " --cell-file {RESULTS}/cells/.series/{wildcards.series}.launch.json"
-        " {params.inputs} --failures-dir {FAILURES:q}"
+        " --cell-file {params.launch:q} {params.inputs} --failures-dir {params.failures_dir:q}"

@@ -17,7 +17,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from workflow_scripts.atomic import canonical_json
 from workflow_scripts.cell.failures import failure_count
-from workflow_scripts.cell.series import record_path, write_series_files
+from workflow_scripts.cell.series import launch_path, record_path, write_series_files
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
 from workflow_scripts.config.probes import probe_of
@@ -227,6 +227,15 @@ os.environ["LLMBENCH_PYTHON"] = (
     else sys.executable
 )
 os.environ["LLMBENCH_WORKFLOW"] = workflow.basedir
+
+
+envvars:
+    "LLMBENCH_PYTHON",
+    "LLMBENCH_WORKFLOW",
+
+
+def series_launch_file(wildcards):
+    return str(launch_path(f"{RESULTS}/cells", wildcards.series))
 
 
 def series_resource(key):

@@ -129,6 +129,26 @@ def _locked(path: Path) -> bool:
     return False
 
 
+def queued_points(cells_dir: str | Path, series: str) -> int:
+    """How many points of the series are queued or running now (their jobs hold their locks)."""
+    queue = series_dir(cells_dir) / f"{series}.queue"
+    if not queue.is_dir():
+        return 0
+    return sum(_locked(entry) for entry in queue.iterdir() if entry.name.startswith("point-"))
+
+
+def wait_for_a_point(cells_dir: str | Path, series: str, timeout_s: float) -> bool:
+    """Whether a point of the series queued within `timeout_s`. A series' server job runs only
+    for its points; one that finds none is a service Snakemake scheduled alone (after a killed
+    run, or a change to the rule), which it would never end: it must end by itself."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if queued_points(cells_dir, series):
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
 @contextmanager
 def registered(cells_dir: str | Path, point: Cell) -> Iterator[None]:
     """Put the point in its series' queue for as long as its job runs: a lock on its own file

@@ -44,6 +44,9 @@ from .run import (
 # How long a point waits for its series' server beyond the engine's own readiness timeout (the
 # server job takes the memory baseline first, and the context guard may size it).
 ATTACH_MARGIN_S = 300.0
+# How long the server job waits for a first point to queue before it ends unused: Snakemake
+# starts a service's consumers with it, and a point queues within seconds of its start.
+NO_POINT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,10 @@ def serve_series(inputs: CellInputs, record: Path) -> None:
     start_id = f"{cell.sweep.series}@{started_at}#{os.getpid()}"
     base = {"series": cell.sweep.series, "start_id": start_id, "job_pid": os.getpid()}
     write_json(record, {**base, "state": "starting"})
+    if not series.wait_for_a_point(record.parent.parent, cell.sweep.series, NO_POINT_S):
+        write_json(record, {**base, "state": "unused", "reason": "no point of the series ran"})
+        say(f"{cell.sweep.series}: no point of the series queued; its server is not started")
+        return
     adapter = adapter_for(cell.engine_kind)
     try:
         with sigterm_raises(), server_api_key(engine_api_key(cell)):
