@@ -14,6 +14,7 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/search_common.smk"
 include: "rules/weights.smk"
 include: "rules/engines.smk"
 include: "rules/cells.smk"
