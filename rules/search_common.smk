@@ -1,7 +1,6 @@
 # The helpers of rules/search.smk (latency goals, docs/slo.md): the goal files, each rule's
 # inputs, and the walk of each searched series, all calling into workflow_scripts.
 from snakemake.exceptions import IncompleteCheckpointException
-from snakemake.io import checkpoint_target
 
 from workflow_scripts.outputs.slo_cells import goal_workload
 from workflow_scripts.outputs.slo_search import (
@@ -9,6 +8,7 @@ from workflow_scripts.outputs.slo_search import (
     goals_of,
     read_verdict,
     search_path,
+    settled_verdict,
     walk,
     write_goal_files,
 )
@@ -36,34 +36,42 @@ def all_goal_files():
 
 
 def probe_verdict(series):
-    """(the verdict of one probe of `series` through its checkpoint, the keys found not judged
-    yet): None while a probe is not judged (the walk stops there, the probe is an input, and
+    """The verdict of one probe of `series`: read from its settled judgement, else through its
+    checkpoint; None while it is not judged (the walk stops there, the probe is an input, and
     Snakemake walks again once its checkpoint is done) or when its cell failed."""
 
+    search = SEARCHES[series]
+    goal = goal_path(GOALS, search.workload)
+
     def of_key(key):
-        cell = SEARCHES[series].probe_id(key)
+        cell = search.probe_id(key)
+        folder = f"{RESULTS}/cells/{cell}"
+        settled = settled_verdict(
+            f"{folder}/slo.json", f"{folder}/metrics.json", goal, search.slo
+        )
+        if settled is not None:
+            return settled
         try:
             return read_verdict(checkpoints.cell_slo.get(cell=cell).output.slo)
         except IncompleteCheckpointException:
-            pending.add(key)
             return None
 
-    pending = set()
-    return of_key, pending
+    return of_key
 
 
 def slo_table_inputs(wildcards):
     """Each series' search file and the judgements of the probes its walk has reached: every
-    series walks at once (each stops at its own next probe), not one after another. Only the
-    probe not judged yet is flagged a checkpoint target: Snakemake skips its is-the-output-older
-    check for a job with such an input, so flagging the judged ones too would leave the tables
-    stale after a changed goal."""
+    series walks at once (each stops at its own next probe), not one after another. Plain
+    paths, no `checkpoint_target` flag: Snakemake skips the is-the-output-older check of a job
+    with a flagged input and prunes what it would need, so flagged probes left the tables stale
+    after a changed goal and never ran a probe after a failed one (measured; the tests).
+    """
     inputs = {"searches": [str(search_path(GOALS, s)) for s in SEARCHES], "probes": []}
     for series, search in SEARCHES.items():
-        verdict_of, pending = probe_verdict(series)
+        verdict_of = probe_verdict(series)
         for key in walk(search.spec, verdict_of):
             path = f"{RESULTS}/cells/{search.probe_id(key)}/slo.json"
-            inputs["probes"].append(checkpoint_target(path) if key in pending else path)
+            inputs["probes"].append(path)
     return inputs
 
 

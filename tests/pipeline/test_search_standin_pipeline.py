@@ -232,3 +232,32 @@ def test_a_non_monotone_law_is_flagged(tmp_path):
     assert (int(float(row["largest_passing"])), int(float(row["smallest_failing"]))) == (3, 4)
     assert row["non_monotone"] == "c4<c8" and "not monotone" in row["note"]
     assert law.max_concurrency_within(105, c_max=8, max_tokens=MAX_TOKENS) == 8  # what it missed
+
+
+def test_a_failed_probe_stops_the_walk_and_is_retried_alone_next_run(tmp_path):
+    """The stand-in refuses to start once for c4 (a wrapper around it, the one stand-in beyond
+    the law server): the probe fails, the walk stops there (a search does not decide past a load
+    it could not measure), and the next run retries that probe alone, through its failure
+    counter, then goes on."""
+    marker = tmp_path / "refused-once"
+    wrapper = tmp_path / "flaky_law_server.sh"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'case " $* " in *" --parallel 4 "*) if [ ! -e "{marker}" ]; then touch "{marker}"; '
+        'echo "stand-in: refusing to start once" >&2; exit 1; fi;; esac\n'
+        f'exec "{sys.executable}" "{SERVER}" "$@"\n'
+    )
+    cfg = config(prompts(tmp_path), 75)
+    cfg["engines"]["law"]["binary"] = f"sh {wrapper}"
+    write_config(tmp_path, cfg)
+    first = run(tmp_path)
+    assert cells_run(first) == [probe(1), probe(2), probe(4)]
+    failed = json.loads((tmp_path / "results/cells" / probe(4) / "metrics.json").read_text())
+    assert failed["status"] == "failed"
+    row = slo_row(tmp_path)
+    assert row["complete"] == "False" and row["note"] == "searching: next c4"
+    second = run(tmp_path)
+    assert cells_run(second) == [probe(4), probe(8), probe(6), probe(5)]
+    row = slo_row(tmp_path)
+    assert (int(float(row["largest_passing"])), int(float(row["smallest_failing"]))) == (5, 6)
+    assert left_behind(str(SERVER)) == []

@@ -115,6 +115,26 @@ def read_verdict(path: str | Path) -> Verdict | None:
     return None if verdict is None else Verdict(verdict)
 
 
+def settled_verdict(
+    judged: str | Path, metrics: str | Path, goal: str | Path, slo: Slo
+) -> Verdict | None:
+    """A probe's verdict read straight from its `slo.json` when that is settled: judged under
+    this goal, after the goal file and the probe's metrics were last written, and the probe ran;
+    else None (ask its checkpoint). Why: Snakemake's own view of a checkpoint's output is empty
+    while it builds the DAG, so a walk through `checkpoints.get` alone stops at the first probe
+    every time, and the probe it should ask for next (one that failed, or not run yet) is only
+    found in a later update, which does not rerun tables that exist."""
+    try:
+        data = json.loads(Path(judged).read_text())
+        stamp = Path(judged).stat().st_mtime
+        newer = stamp >= Path(metrics).stat().st_mtime and stamp >= Path(goal).stat().st_mtime
+    except (OSError, ValueError):
+        return None
+    if not newer or data.get("slo") != slo.to_dict() or data.get("verdict") is None:
+        return None
+    return Verdict(data["verdict"])
+
+
 def walk(spec: SearchSpec, verdict_of: Callable[[ProbeKey], Verdict | None]) -> list[ProbeKey]:
     """The probes a search walks, in order, asking `verdict_of` for each (in a Snakefile: the
     probe's checkpoint, which schedules the probe and stops the walk while it is missing).
