@@ -14,9 +14,11 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/search_common.smk"
 include: "rules/weights.smk"
 include: "rules/engines.smk"
 include: "rules/cells.smk"
+include: "rules/search.smk"
 include: "rules/report.smk"
 
 

@@ -24,8 +24,13 @@ from workflow_scripts.cell.series import (
     write_series_files,
 )
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
-from workflow_scripts.config.matrix import build_cells, validate_config
-from workflow_scripts.config.resources import resources_by_cell, without_resources
+from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
+from workflow_scripts.config.probes import probe_of
+from workflow_scripts.config.resources import (
+    resources_by_cell,
+    resources_by_search,
+    without_resources,
+)
 from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
 from workflow_scripts.outputs.labels import (
     optional_summary_figures,
@@ -47,6 +52,9 @@ try:
     CELL_RESOURCES = resources_by_cell(_VALIDATED)
     CONFIG = without_resources(_VALIDATED)
     CELLS = {cell.id: cell for cell in build_cells(CONFIG)}
+    # Latency-goal searches (rules/search.smk): their probes are cells made on demand, by id.
+    SEARCHES = build_searches(CONFIG)
+    SEARCH_RESOURCES = resources_by_search(_VALIDATED)
 except ConfigError as error:
     raise WorkflowError(str(error))
 # The series whose points share one server start (workflow_scripts.cell.shared): each point is
@@ -76,7 +84,8 @@ RESULTS = CONFIG["results_dir"]
 SERIES_RECORDS = {name: str(record_path(f"{RESULTS}/cells", name)) for name in SERIES}
 FAILURES = f"{RESULTS}/failures"
 WEIGHTS = {}
-for _cell in CELLS.values():
+# A search's probes run its template's weights (rules/search.smk).
+for _cell in [*CELLS.values(), *(search.template for search in SEARCHES.values())]:
     if _cell.blocked:
         continue
     WEIGHTS[_cell.weights_key] = _cell.weights
@@ -104,6 +113,7 @@ def final_outputs():
         f"{RESULTS}/summary/comparisons.csv",
         f"{RESULTS}/summary/decode_tok_s.png",
         *report_inputs(),
+        *search_outputs(),
         f"{RESULTS}/report.html",
     ]
 
@@ -138,13 +148,28 @@ def engine_failures(wildcards):
     return failure_count(FAILURES, f"engine-{wildcards.engine}")
 
 
-def cell_inputs(wildcards):
-    if wildcards.cell not in CELLS:
+def cell_of(cell_id):
+    """The cell an id names: one of the matrix, or a probe of a search (built from its id)."""
+    if cell_id in CELLS:
+        return CELLS[cell_id]
+    probe = probe_of(SEARCHES, cell_id)
+    if probe is None:
         raise WorkflowError(
-            f"no cell {wildcards.cell!r} in this config; "
+            f"no cell {cell_id!r} in this config; "
             "`python -m workflow_scripts.plan` lists its cells"
         )
-    inputs = inputs_of(CELLS[wildcards.cell])
+    search, key = probe
+    return search.probe(key)
+
+
+def cell_resources_of(cell_id):
+    if cell_id in CELL_RESOURCES:
+        return CELL_RESOURCES[cell_id]
+    return SEARCH_RESOURCES[probe_of(SEARCHES, cell_id)[0].series]
+
+
+def cell_inputs(wildcards):
+    inputs = inputs_of(cell_of(wildcards.cell))
     if wildcards.cell in SERIES_OF:
         # ancient: a new server start never reruns the points that ran on an earlier one
         inputs["server"] = ancient(series_record(SERIES_OF[wildcards.cell]))
@@ -227,6 +252,8 @@ def series_resource(key):
 
 def cell_settings(wildcards):
     """Published reference figures feed only cards and tables: editing one never reruns a cell."""
+    if wildcards.cell not in CELL_DICTS:
+        return canonical_json({**cell_of(wildcards.cell).to_dict(), "reference": {}})
     return canonical_json({**CELL_DICTS[wildcards.cell], "reference": {}})
 
 
@@ -242,12 +269,13 @@ def cell_resource(key):
     """The cell rule's resource `key` (validation filled in the defaults): the value itself when
     every cell asks the same, else a lookup per cell. Snakemake calls a resource function once
     per job and inspects its signature each time: 5 % of a 200-cell dry run's calls."""
-    values = {resources.get(key) for resources in CELL_RESOURCES.values()}
+    every = [*CELL_RESOURCES.values(), *SEARCH_RESOURCES.values()]
+    values = {resources.get(key) for resources in every}
     if len(values) == 1:
         return values.pop()
 
     def of_cell(wildcards):
-        return CELL_RESOURCES[wildcards.cell].get(key)
+        return cell_resources_of(wildcards.cell).get(key)
 
     return of_cell
 
@@ -322,6 +350,7 @@ def report_inputs():
         *summary_figures(),
         *SWEEP_OUTPUTS,
         f"{RESULTS}/summary/overview.html",
+        *search_report_inputs(),
     ]
 
 

@@ -4,6 +4,7 @@
 
 rule card:
     input:
+        unpack(card_goal),
         metrics=f"{RESULTS}/cells/{{cell}}/metrics.json",
         requests=f"{RESULTS}/cells/{{cell}}/requests.jsonl",
         memory=f"{RESULTS}/cells/{{cell}}/memory.csv",
@@ -47,6 +48,7 @@ rule aggregate:
     input:
         metrics=all_cell_metrics(),
         requests=all_cell_requests(),
+        goals=all_goal_files(),
     output:
         summary_csv=f"{RESULTS}/summary/summary.csv",
         summary_md=f"{RESULTS}/summary/summary.md",

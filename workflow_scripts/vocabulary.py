@@ -41,12 +41,13 @@ class DatasetSpec:
     path: str | None = None  # a jsonl file, or a sharegpt file of one's own
     input_len: int | None = None  # random: tokens per prompt
     output_len: int | None = None  # accepted by the schema; no loader reads it
+    max_prompt_chars: int | None = None  # sharegpt, jsonl: only prompts this short (None: all)
 
     def to_dict(self) -> dict[str, Any]:
         """The config's mapping: `kind` and `shuffle_seed` (validation fills it in), the other
         keys where the config gives them."""
         out: dict[str, Any] = {"kind": self.kind, "shuffle_seed": self.shuffle_seed}
-        for name in ("package", "path", "input_len", "output_len"):
+        for name in ("package", "path", "input_len", "output_len", "max_prompt_chars"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out

@@ -25,6 +25,9 @@ LLAMA = ["engines", "llamacpp-cpu"]
 VLLM = ["engines", "vllm-cpu"]
 EXPLICIT = {"model": "smollm2-135m", "quant": "q4_0", "engine": "llamacpp-cpu", "workload": "c4"}
 
+# A cell these tests append to the default matrix: the entry after its last one.
+NEW_CELL = f"cells[{len(default_config()['cells'])}]"
+
 
 def refused(config: dict) -> str:
     with pytest.raises(ConfigError) as error:
@@ -215,12 +218,12 @@ SHAPES = [
     (
         "a cell's port: true",
         lambda c: c["cells"].append({**EXPLICIT, "settings": {"port": True}}),
-        "cells[4].settings.port",
+        f"{NEW_CELL}.settings.port",
     ),
     (
         "a cell's list ctx_size",
         lambda c: c["cells"].append({**EXPLICIT, "settings": {"ctx_size": [1, 2]}}),
-        "cells[4].settings.ctx_size",
+        f"{NEW_CELL}.settings.ctx_size",
     ),
 ]
 
@@ -289,7 +292,7 @@ HOSTS = [
     (
         "a cell's host",
         lambda c: c["cells"].append({**EXPLICIT, "settings": {"host": "0.0.0.0"}}),
-        "cells[4].settings.host",
+        f"{NEW_CELL}.settings.host",
     ),
     (
         "docker publishing on every address",
@@ -364,7 +367,7 @@ def test_a_non_finite_number_in_yaml_is_refused(tmp_path, text, key):
         ),
         (
             lambda c: c["cells"].append({**EXPLICIT, "reference": {"decode_tok_s": float("-inf")}}),
-            "cells[4].reference.decode_tok_s",
+            f"{NEW_CELL}.reference.decode_tok_s",
         ),
     ],
     ids=["temperature nan", "a setting inf", "a reference -inf"],
@@ -403,7 +406,7 @@ def test_a_hub_gguf_is_refused_for_an_engine_that_loads_hub_ids():
         config["cells"].append({**EXPLICIT, "quant": "q4_k_m", "engine": "vllm-cpu"})
 
     message = refused(mutated(add))
-    assert "config key 'cells[4].quant'" in message, message
+    assert f"config key '{NEW_CELL}.quant'" in message, message
     assert "smollm2-135m__vllm-cpu__q4_k_m__none__c4" in message and "repo id" in message
 
 
@@ -416,7 +419,8 @@ def test_a_local_gguf_is_one_vllm_reads():
 
 def test_an_explicit_cell_naming_a_quant_its_engine_cannot_read_is_refused():
     message = refused(mutated(lambda c: c["cells"].append({**EXPLICIT, "quant": "bf16"})))
-    assert "config key 'cells[4].quant'" in message and "(llamacpp) reads GGUF" in message, message
+    assert f"config key '{NEW_CELL}.quant'" in message, message
+    assert "(llamacpp) reads GGUF" in message, message
 
 
 def test_a_blocked_cell_may_name_weights_its_engine_cannot_read():

@@ -27,6 +27,9 @@ VLLM = ["engines", "vllm-cpu"]
 DOCKER = {"kind": "vllm", "launch": "docker", "docker": {"image": "vllm/vllm-openai:v0.11.0"}}
 EXPLICIT = {"model": "smollm2-135m", "quant": "q4_0", "engine": "llamacpp-cpu", "workload": "c4"}
 
+# A cell these tests append to the default matrix: the entry after its last one.
+NEW_CELL = f"cells[{len(default_config()['cells'])}]"
+
 
 def docker_engine(**docker):
     return lambda c: c["engines"].update(
@@ -135,7 +138,7 @@ SECRETS = [
     (
         "a cell's settings",
         lambda c: c["cells"].append({**EXPLICIT, "settings": {"api_key": KEY}}),
-        "cells[4].settings.api_key",
+        f"{NEW_CELL}.settings.api_key",
     ),
     (
         "a drafter's settings",

@@ -22,6 +22,9 @@ from workflow_scripts.config.matrix import (
 
 REPO = Path(__file__).resolve().parents[2]
 
+# A cell these tests append to the default matrix: the entry after its last one.
+NEW_CELL = f"cells[{len(default_config()['cells'])}]"
+
 
 ENGINE = ["engines", "llamacpp-cpu"]
 WORKLOAD = ["workloads", "c4"]
@@ -98,17 +101,17 @@ MUTATIONS = [
     (
         "explicit cell with an unknown engine",
         lambda c: c["cells"].append({**EXPLICIT, "engine": "vllm-gpu"}),
-        "cells[4].engine",
+        f"{NEW_CELL}.engine",
     ),
     (
         "explicit cell with an unknown workload",
         lambda c: c["cells"].append({**EXPLICIT, "workload": "c64"}),
-        "cells[4].workload",
+        f"{NEW_CELL}.workload",
     ),
     (
         "explicit cell with an unknown drafter",
         lambda c: c["cells"].append({**EXPLICIT, "drafter": "eagle3"}),
-        "cells[4].drafter",
+        f"{NEW_CELL}.drafter",
     ),
     (
         "a cell both explicit and a matrix",

@@ -38,7 +38,17 @@ def plans(capsys, *args: str) -> dict[str, dict]:
 def test_every_cell_is_planned_and_the_blocked_one_says_why(plain_env, capsys):
     cells = load_cells(SEED_CONFIG)
     planned = plans(capsys)
-    assert list(planned) == [c.id for c in cells]
+    # every cell, then each latency-goal search's first probe (docs/slo.md): its min, c1
+    probes = [
+        f"gemma-4-12b__{e}__{d}__sharegpt-goal-c1"
+        for e, d in (
+            ("llamacpp-cuda__q4_k_m", "none"),
+            ("vllm-nightly__nvfp4", "none"),
+            ("vllm-nightly__nvfp4", "mtp-assistant"),
+        )
+    ]
+    assert list(planned) == [c.id for c in cells] + probes
+    assert "first probe of the search" in planned[probes[0]]["notes"][-1]
     assert len(cells) == 11
     blocked = [p for p in planned.values() if p["blocked"]]
     assert [p["cell"] for p in blocked] == [
@@ -62,7 +72,8 @@ def test_published_figures_ride_along_as_reference(plain_env, capsys):
     assert planned[LLAMACPP_MTP_CELL]["reference"]["decode_tok_s"] == 202.18
     assert planned[LLAMACPP_MTP_CELL]["reference"]["errors"] == 18
     assert planned[VLLM_MTP_CELL]["reference"]["decode_tok_s"] == 782.37
-    assert all(p["reference"].get("decode_tok_s") for p in planned.values() if not p["blocked"])
+    published = [p for c, p in planned.items() if not p["blocked"] and "sharegpt-goal" not in c]
+    assert all(p["reference"].get("decode_tok_s") for p in published)  # a search's probe: none
 
 
 def test_client_command_for_the_vllm_cell(plain_env, capsys):
@@ -127,7 +138,7 @@ def test_plan_runs_as_a_module_on_the_default_config():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("# server") == 14  # six cells and the sweep's eight points
+    assert proc.stdout.count("# server") == 16  # 6 cells, 8 sweep points, 2 first probes
     # the built binary once the engine step ran, else a placeholder explained under the command
     assert re.search(r"llama-server>? -m ", proc.stdout), proc.stdout
     assert "<llama-server>" not in proc.stdout or "passes its smoke test" in proc.stdout

@@ -26,7 +26,7 @@ from ..vocabulary import (
     SweepPoint,
     Workload,
 )
-from . import bounded_yaml, checks, secrets, sweeps
+from . import bounded_yaml, checks, probes, secrets, sweeps
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
 
@@ -150,6 +150,7 @@ def _check_references(config: dict[str, Any]) -> None:
     checks.check_cells(config)
     for name, workload in config["workloads"].items():
         sweeps.check_workload(name, workload)
+        probes.check_search_workload(name, workload)
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,8 @@ def resolve_cell(config: dict[str, Any], choice: Choice) -> Cell:
     check_known("engine", choice.engine, config["engines"], f"{where}.engine")
     check_known("workload", choice.workload, config["workloads"], f"{where}.workload")
     workload = config["workloads"][choice.workload]
+    if probes.searching(workload):
+        workload = probes.template_entry(workload)
     engine_kind = config["engines"][choice.engine]["kind"]
     drafter_spec, drafter_weights = _drafter_of(config, choice, engine_kind)
     engine_spec = _engine_spec_of(config, choice)
@@ -323,6 +326,8 @@ def expand_points(config: dict[str, Any], cell: Cell, choice: Choice) -> list[Ce
     (the adapter's `prefix_cache_off`, under the config's own settings): no point may be sped
     up by an earlier point's prompts still cached."""
     workload = config["workloads"][cell.workload]
+    if probes.searching(workload):
+        workload = probes.template_entry(workload)
     points = sweeps.points(cell.workload, workload)
     keys = {point.part[len(cell.workload) + 1 :] for point in points if point.axis}
     for key in choice.reference_by_point:
@@ -387,8 +392,20 @@ def expand_repeats(cell: Cell, repeats: int) -> list[Cell]:
 
 
 def build_cells(config: dict[str, Any]) -> list[Cell]:
-    """All cells of a validated config, in config order; ids unique."""
+    """All cells of a validated config, in config order; ids unique. A search's probes are not
+    among them (`build_searches`): they are known only as the search walks."""
+    return _build(config)[0]
+
+
+def build_searches(config: dict[str, Any]) -> dict[str, probes.SearchSeries]:
+    """Each searched series (model x engine x quant x drafter x a workload with a `search`) ->
+    its search, in config order; a probe's cell is built from it by id (config.probes)."""
+    return _build(config)[1]
+
+
+def _build(config: dict[str, Any]) -> tuple[list[Cell], dict[str, probes.SearchSeries]]:
     cells: list[Cell] = []
+    searches: dict[str, probes.SearchSeries] = {}
     seen: dict[str, str] = {}
     for choice in choose(config):
         cell = resolve_cell(config, choice)
@@ -396,11 +413,16 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
             explicit_quant = choice.quant and not choice.where.endswith(".matrix")
             where = f"{choice.where}.quant" if explicit_quant else choice.where
             checks.check_weights_format(cell, where)
+        workload = config["workloads"][cell.workload]
+        if probes.searching(workload) and not cell.blocked:
+            claim_id(seen, cell, choice.where)
+            searches[cell.id] = probes.search_series(cell.workload, cell, workload, choice.where)
+            continue
         repeats = config["workloads"][cell.workload]["repeats"]
         for point in expand_points(config, cell, choice):
             claim_id(seen, point, choice.where)
             cells += expand_repeats(point, repeats)
-    return cells
+    return cells, searches
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

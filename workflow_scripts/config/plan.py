@@ -29,7 +29,8 @@ from ..engines.command import (
 from ..loadgen.command import client_argv
 from ..redact import redact
 from ..vocabulary import Cell, ConfigError, Status
-from .matrix import build_cells, load_config_file
+from .matrix import build_cells, build_searches, load_config_file
+from .probes import SearchSeries, probe_of
 from .sweeps import launch_cell, shared_series
 
 
@@ -116,6 +117,27 @@ def plan_cell(cell: Cell, results_dir: Path, launch: Cell | None = None) -> Cell
     return plan
 
 
+def search_first_probes(searches: dict[str, SearchSeries]) -> list[tuple[Cell, str]]:
+    """Each search's first probe (its min), with the probes that follow while each passes: the
+    rest depends on the verdicts, so the plan names them and does not guess further."""
+    out = []
+    for search in searches.values():
+        spec = search.spec
+        ladder, load = [], spec.normal(spec.min)
+        while len(ladder) < 4:
+            ladder.append(spec.label(load))
+            if load >= spec.max:
+                break
+            load = spec.clamp(load * 2)
+        note = (
+            f"first probe of the search {search.series} ({spec.text}; goal {search.slo.text}): "
+            f"then {' -> '.join(ladder[1:]) or 'done'} while each passes, bisecting once one "
+            "does not (each probe a fresh server of its own)"
+        )
+        out.append((search.probe((spec.normal(spec.min), 0)), note))
+    return out
+
+
 def render(plans: list[CellPlan]) -> str:
     lines = []
     for plan in plans:
@@ -140,21 +162,31 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config_file(args.configfile)
         cells = build_cells(config)
+        searches = build_searches(config)
     except ConfigError as exc:
         print(f"{args.configfile}: {exc}", file=sys.stderr)
         return 2
+    first_probes = {probe.id: (probe, note) for probe, note in search_first_probes(searches)}
     if args.cell:
-        unknown = sorted(set(args.cell) - {c.id for c in cells})
+        for cell_id in args.cell:  # a probe further along a search, named by its id
+            found = probe_of(searches, cell_id)
+            if found and cell_id not in first_probes:
+                first_probes[cell_id] = (found[0].probe(found[1]), "a probe of its search")
+        unknown = sorted(set(args.cell) - {c.id for c in cells} - set(first_probes))
         if unknown:
             print(f"unknown cell ids: {', '.join(unknown)}", file=sys.stderr)
             return 2
         cells = [c for c in cells if c.id in args.cell]
+        first_probes = {k: v for k, v in first_probes.items() if k in args.cell}
     results_dir = Path(config["results_dir"])
     launches = {name: launch_cell(points) for name, points in shared_series(cells).items()}
     plans = [
         plan_cell(cell, results_dir, launches.get(cell.sweep.series) if cell.sweep else None)
         for cell in cells
     ]
+    for probe, note in first_probes.values():
+        plans.append(plan_cell(probe, results_dir))
+        plans[-1].notes.append(note)
     if args.json:
         for plan in plans:
             print(json.dumps(plan.__dict__, sort_keys=True))

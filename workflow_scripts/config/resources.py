@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .matrix import build_cells
+from .matrix import build_cells, build_searches
 
 # A blocked cell only writes its reason: it must never wait in a queue for a GPU, so it also
 # drops slurm_extra (which may ask for one, e.g. `--gres=gpu:a100:1`).
@@ -39,6 +39,19 @@ def resources_by_cell(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 resources.update(BLOCKED_SIZES)
                 resources.pop("slurm_extra", None)
             out[cell.id] = resources
+    return out
+
+
+def resources_by_search(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Searched series -> the resources each of its probes asks for (as its cells entry's cells)."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in config["cells"]:
+        for series, search in build_searches({**config, "cells": [entry]}).items():
+            out[series] = merge_resources(
+                config.get("resources"),
+                config["engines"][search.template.engine].get("resources"),
+                entry.get("resources"),
+            )
     return out
 
 

@@ -262,8 +262,14 @@ class Plan:
 
     @property
     def at_max(self) -> bool:
-        """The largest load searched passed: the series serves at least that much."""
-        return self.done and self.largest_passing is not None and self.smallest_failing is None
+        """The largest load searched passed: the series serves at least that much. (No failing
+        load is not enough: a load left unresolved at the cap stopped the search below it.)"""
+        return (
+            self.done
+            and self.largest_passing is not None
+            and self.smallest_failing is None
+            and not self.undecided
+        )
 
 
 class _Missing(Exception):

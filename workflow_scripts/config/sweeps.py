@@ -19,6 +19,8 @@ DEFAULT_WARMUP_REQUESTS = 1
 # Keys that shape the points, not the load of one point: no cell's Workload carries them.
 SWEEP_ONLY_KEYS = (
     "repeats",
+    "slo",  # judged from a cell's requests after it ran: a changed goal reruns no cell
+    "search",
     "share_server",
     "num_prompts_per_concurrency",
     "warmup_per_concurrency",
@@ -82,6 +84,11 @@ def points(name: str, workload: dict[str, Any]) -> list[Point]:
         Point(point_part(name, axis, value), _load_of(workload, axis, value), axis, value)
         for value in workload[axis]
     ]
+
+
+def point_entry(workload: dict[str, Any], axis: str, value: float) -> dict[str, Any]:
+    """The load of one point at `value` on `axis` (a search's probe), as a sweep's point has it."""
+    return _load_of(workload, axis, value)
 
 
 def _load_of(workload: dict[str, Any], axis: str | None, value: float | None) -> dict[str, Any]:

@@ -84,6 +84,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dataset-path", help="the ShareGPT JSON or JSONL file (sharegpt: cached)")
     p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
     p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")
+    p.add_argument(
+        "--max-prompt-chars",
+        type=int,
+        default=None,
+        help="sharegpt, jsonl: only prompts this short",
+    )
     p.add_argument("--num-prompts", type=_positive_int, required=True)
     p.add_argument("--concurrency", type=_positive_int, required=True)
     p.add_argument(
@@ -151,6 +157,8 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
     spec: dict[str, Any] = {"kind": args.dataset, "shuffle_seed": args.shuffle_seed}
     if args.dataset_path:
         spec["path"] = args.dataset_path
+    if args.max_prompt_chars is not None:
+        spec["max_prompt_chars"] = args.max_prompt_chars
     if args.dataset == "random":
         spec["input_len"] = args.input_len
     if args.dataset == "jsonl" and not args.dataset_path:

@@ -25,6 +25,7 @@ DATASET_FLAGS = (
     ("path", "--dataset-path"),
     ("input_len", "--input-len"),
     ("shuffle_seed", "--shuffle-seed"),
+    ("max_prompt_chars", "--max-prompt-chars"),
 )
 
 

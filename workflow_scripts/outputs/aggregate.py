@@ -14,6 +14,7 @@ from ..config.matrix import repeat_of
 from ..vocabulary import Cell
 from .repeats import collapse_repeats
 from .report_html import overview_fragment, write_tables_html
+from .slo_cells import read_goals, with_slo
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_table
 from .writers import INDEX_INTRO, load_metrics, load_records, write_tables
@@ -24,10 +25,16 @@ def cells_from_params(text: str) -> list[Cell]:
     return [Cell.from_dict(cell) for cell in json.loads(text)]
 
 
+def goals_of_input(sm) -> dict:
+    """The latency goals the rule reads (`goals`: none in a matrix without one)."""
+    goals = sm.input.get("goals") or []
+    return read_goals([goals] if isinstance(goals, str) else goals)
+
+
 def aggregate_from_snakemake(sm) -> None:
     cells = cells_from_params(sm.params.cells)
-    all_metrics = load_metrics(sm.input.metrics)
     records = load_records(sm.input.requests)
+    all_metrics = with_slo(load_metrics(sm.input.metrics), cells, records, goals_of_input(sm))
     summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
     _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
     write_tables_html(

@@ -17,9 +17,9 @@ from ..atomic import write_text
 from ..config.search import Plan, ProbeKey, SearchSpec, Step
 from ..slo.bounds import CONFIDENCE
 from ..slo.objectives import Slo
-from ..slo.point import AttainmentResult, ObjectiveResult, PointResult
-from ..slo.verdict import Verdict
+from ..slo.point import PointResult
 from ..vocabulary import NO_DRAFTER
+from .slo_text import attainment_text, objective_text
 from .writers import to_markdown, write_table
 
 
@@ -105,39 +105,6 @@ DRAFTER_GOAL_COLUMNS = [
     "change",
     "flags",
 ]
-
-
-def _ms(value: float) -> str:
-    return f"{value:.1f}"
-
-
-def objective_text(result: ObjectiveResult) -> str:
-    """`tpot p90 38.0 hi 41.2 ≤ 52 ms`: the measured percentile and the bound that decided (both
-    bounds where they straddle the limit; what is missing where a bound cannot exist)."""
-    bound, objective = result.bound, result.objective
-    head = f"{objective.label} {_ms(bound.value)}" if bound.value is not None else objective.label
-    limit = f"{objective.max_ms:g} ms"
-    if result.verdict == Verdict.PASS:
-        return f"{head} hi {_ms(bound.hi)} ≤ {limit}"
-    if result.verdict == Verdict.FAIL:
-        return f"{head} lo {_ms(bound.lo)} > {limit}"
-    if bound.n == 0:
-        return f"{head}: no values"
-    if bound.hi is None:
-        return f"{head} no upper bound from {bound.n} (needs {bound.needs_for_upper}) vs {limit}"
-    lo = _ms(bound.lo) if bound.lo is not None else "none"
-    return f"{head} in [{lo}, {_ms(bound.hi)}] ∋ {limit}"
-
-
-def attainment_text(result: AttainmentResult) -> str:
-    """`attainment 0.95 lo 0.91 ≥ 0.9`, as objective_text has it."""
-    shown = f"attainment {result.fraction:.2f}" if result.fraction is not None else "attainment"
-    target = f"{result.target:g}" if result.target is not None else ""
-    if result.verdict == Verdict.PASS:
-        return f"{shown} lo {result.lo:.2f} ≥ {target}"
-    if result.verdict == Verdict.FAIL:
-        return f"{shown} hi {result.hi:.2f} < {target}"
-    return f"{shown} in [{result.lo:.2f}, {result.hi:.2f}]" + (f" ∋ {target}" if target else "")
 
 
 def probe_text(spec: SearchSpec, step: Step, result: PointResult | None) -> str:

@@ -22,6 +22,7 @@ from .compact import (
     summary_row,
 )
 from .labels import context_tokens, engine_label
+from .slo_cells import SLO_COLUMNS, slo_columns
 from .stability import stability
 from .stats import FIGURES, MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
 
@@ -95,6 +96,7 @@ LATER_COLUMNS = [
     "other_mem_rise_gib",
     "interference",
     "server_rss_peak_gib",
+    *SLO_COLUMNS,  # latency goals and the tail note (outputs.slo_cells)
 ]
 
 
@@ -261,6 +263,7 @@ def summary_rows(
             **summary_row(metrics, _reference(by_id.get(metrics["cell"]))),
             **interval_columns(metrics, records.get(metrics["cell"])),
             **check_columns(metrics),
+            **slo_columns(metrics),
         }
         for metrics in merge_with_cells(all_metrics, cells)
     ]

@@ -8,6 +8,7 @@ from typing import Any
 from ...text import first_line
 from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import NOT_RUN
+from ..slo_cells import slo_section, tail_note
 from .configuration import configuration_section, tags
 from .measured import checks_section, intervals_section, measured_section, spec_section
 from .model import Card, Section
@@ -76,6 +77,8 @@ def build_card(
     sections = [configuration_section(cell, metrics), measured_section(metrics, cell.reference)]
     if cell.has_drafter:
         sections.append(spec_section(metrics, cell.reference))
+    if (goal := slo_section(metrics)) is not None:
+        sections.append(goal)
     if records and metrics.get("status") == Status.DONE:
         sections.append(intervals_section(records))
     if metrics.get("client") or metrics.get("interference"):
@@ -84,5 +87,6 @@ def build_card(
         sections.append(Section("Plots", images=list(plots)))
     sections.append(commands_section(cell, metrics, results_dir))
     sections.append(provenance_section(cell, metrics))
-    sections.append(Section("Notes", paragraphs=notes(cell, metrics) or ["—"], bullets=True))
+    found = [*notes(cell, metrics), *filter(None, [tail_note(metrics)])]
+    sections.append(Section("Notes", paragraphs=found or ["—"], bullets=True))
     return Card(cell.id, status_line(metrics), sections, tags(cell, metrics))

@@ -10,6 +10,7 @@ from ...atomic import write_text
 from ...loadgen.records import RequestRecord
 from ...vocabulary import Cell, CellData
 from ..report_html import data_uri
+from ..slo_cells import judged, read_goals
 from .build import build_card, status_line
 from .model import Card
 from .render import render_html, render_markdown
@@ -27,9 +28,11 @@ def write_card(
     requests_path: str | Path,
     memory_path: str | Path,
     out: Mapping[str, str | Path],
+    goal: str | Path | None = None,
 ) -> Card:
     """Read a cell's files, draw its plots and write card.md and card.html (paths in `out`:
-    card_md, card_html, latency_plot, memory_plot)."""
+    card_md, card_html, latency_plot, memory_plot); `goal` the file of its workload's latency
+    goal, if it has one (the card judges the run against it)."""
     from ..plots import save_figure
     from ..plots_cell import latency_figure, memory_figure, read_memory, read_requests
 
@@ -43,6 +46,9 @@ def write_card(
         (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS
     ]
     records = [RequestRecord.from_dict(r) for r in read_requests(requests_path)]
+    if goal:
+        slo = next(iter(read_goals([goal]).values()))
+        metrics = {**metrics, "slo": judged(slo, metrics, records)}
     card = build_card(
         cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix(), records=records
     )
@@ -58,4 +64,5 @@ def card_from_snakemake(sm) -> None:
         sm.input.requests,
         sm.input.memory,
         sm.output,
+        goal=sm.input.get("goal"),
     )

@@ -1,0 +1,94 @@
+# The helpers of rules/search.smk (latency goals, docs/slo.md): the goal files, each rule's
+# inputs, and the walk of each searched series, all calling into workflow_scripts.
+from snakemake.exceptions import IncompleteCheckpointException
+
+from workflow_scripts.outputs.slo_cells import goal_workload
+from workflow_scripts.outputs.slo_search import (
+    goal_path,
+    goals_of,
+    read_verdict,
+    search_path,
+    settled_verdict,
+    walk,
+    write_goal_files,
+)
+
+GOALS = f"{RESULTS}/goals"
+# Written at parse time, each only when it changes: a changed goal reruns the judgements and the
+# tables (an input newer than their output), never a cell (no cell reads it).
+GOAL_SLOS = goals_of(CONFIG)
+write_goal_files(GOALS, GOAL_SLOS, SEARCHES.values())
+
+
+def goal_input(wildcards):
+    """The goal of the workload a cell comes from (a probe's or a sweep point's: its own)."""
+    return str(goal_path(GOALS, goal_workload(cell_of(wildcards.cell))))
+
+
+def card_goal(wildcards):
+    """The goal a cell's card judges it against, where its workload has one."""
+    cell = cell_of(wildcards.cell)
+    return {"goal": goal_input(wildcards)} if goal_workload(cell) in GOAL_SLOS else {}
+
+
+def all_goal_files():
+    return [str(goal_path(GOALS, workload)) for workload in GOAL_SLOS]
+
+
+def probe_verdict(series):
+    """The verdict of one probe of `series`: read from its settled judgement, else through its
+    checkpoint; None while it is not judged (the walk stops there, the probe is an input, and
+    Snakemake walks again once its checkpoint is done) or when its cell failed."""
+
+    search = SEARCHES[series]
+    goal = goal_path(GOALS, search.workload)
+
+    def of_key(key):
+        cell = search.probe_id(key)
+        folder = f"{RESULTS}/cells/{cell}"
+        settled = settled_verdict(
+            f"{folder}/slo.json", f"{folder}/metrics.json", goal, search.slo
+        )
+        if settled is not None:
+            return settled
+        try:
+            return read_verdict(checkpoints.cell_slo.get(cell=cell).output.slo)
+        except IncompleteCheckpointException:
+            return None
+
+    return of_key
+
+
+def slo_table_inputs(wildcards):
+    """Each series' search file and the judgements of the probes its walk has reached: every
+    series walks at once (each stops at its own next probe), not one after another. Plain
+    paths, no `checkpoint_target` flag: Snakemake skips the is-the-output-older check of a job
+    with a flagged input and prunes what it would need, so flagged probes left the tables stale
+    after a changed goal and never ran a probe after a failed one (measured; the tests).
+    """
+    inputs = {"searches": [str(search_path(GOALS, s)) for s in SEARCHES], "probes": []}
+    for series, search in SEARCHES.items():
+        verdict_of = probe_verdict(series)
+        for key in walk(search.spec, verdict_of):
+            path = f"{RESULTS}/cells/{search.probe_id(key)}/slo.json"
+            inputs["probes"].append(path)
+    return inputs
+
+
+def search_outputs():
+    """What the targets gain when the matrix has a search (none without one)."""
+    if not SEARCHES:
+        return []
+    return [
+        f"{RESULTS}/summary/slo.csv",
+        f"{RESULTS}/summary/slo.md",
+        f"{RESULTS}/summary/slo_drafter.csv",
+        f"{RESULTS}/summary/slo_drafter.md",
+        f"{RESULTS}/summary/slo.html",
+        f"{RESULTS}/summary/slo_search.png",
+    ]
+
+
+def search_report_inputs():
+    """What the report shows of the searches: the tables' page and the figure."""
+    return [path for path in search_outputs() if path.endswith((".html", ".png"))]

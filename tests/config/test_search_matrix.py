@@ -1,0 +1,144 @@
+"""A latency-goal search in the matrix (workflow_scripts.config.probes, .matrix): the goal and
+search checked before anything runs, the key named; a searched series makes no parse-time cell
+but a probe cell per (load, extension), built from its id; a probe's settings carry no goal (a
+changed goal reruns no measurement); and the walk the summary rule's input function runs.
+No stand-ins: pure config and planner code."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.support.pipeline import tiny_config, tiny_workload
+from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
+from workflow_scripts.config.probes import probe_of
+from workflow_scripts.outputs.slo_search import walk
+from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.vocabulary import ConfigError
+
+SERIES = "smollm2-135m__llamacpp-cpu__q4_1__none__goal"
+
+
+def goal_workload(**overrides):
+    workload = tiny_workload(num_prompts=40)
+    del workload["concurrency"]
+    workload["slo"] = {"tpot_ms": {"percentile": 90, "max": 50}}
+    workload["search"] = {"over": "concurrency", "min": 1, "max": 16}
+    workload.update(overrides)
+    return workload
+
+
+def config(**overrides):
+    cells = [
+        {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"},
+        {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "goal"},
+    ]
+    return tiny_config(
+        cells, workloads={"tiny": tiny_workload(), "goal": goal_workload(**overrides)}
+    )
+
+
+@pytest.mark.parametrize(
+    ("slo", "key"),
+    [
+        ({"tpot": {"percentile": 90, "max": 50}}, "workloads.goal.slo.tpot"),
+        ({"tpot_ms": {"percentile": 100, "max": 50}}, "workloads.goal.slo.tpot_ms.percentile"),
+        ({"tpot_ms": {"percentile": 0, "max": 50}}, "workloads.goal.slo.tpot_ms.percentile"),
+        ({"ttft_ms": {"percentile": 99, "max": 0}}, "workloads.goal.slo.ttft_ms.max"),
+        ({"ttft_ms": {"percentile": 99, "max": -3}}, "workloads.goal.slo.ttft_ms.max"),
+        (
+            {"ttft_ms": {"percentile": 99, "max": 9}, "attainment": 1.5},
+            "workloads.goal.slo.attainment",
+        ),
+        (
+            {"ttft_ms": {"percentile": 99, "max": 9}, "attainment": 0},
+            "workloads.goal.slo.attainment",
+        ),
+    ],
+)
+def test_a_bad_goal_is_refused_naming_its_key(slo, key):
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        validate_config(config(slo=slo))
+
+
+def test_a_bad_goal_beside_a_fixed_workload_is_refused_too():
+    cfg = config()
+    cfg["workloads"]["tiny"]["slo"] = {"e2el_ms": {"percentile": 50, "max": "fast"}}
+    with pytest.raises(ConfigError, match="'workloads.tiny.slo.e2el_ms.max'"):
+        validate_config(cfg)
+
+
+def test_concurrency_is_refused_beside_a_search_over_it_and_required_without_one():
+    with pytest.raises(ConfigError, match="'workloads.goal.concurrency'"):
+        validate_config(config(concurrency=4))
+    cfg = config()
+    del cfg["workloads"]["tiny"]["concurrency"]
+    with pytest.raises(ConfigError, match="'workloads.tiny.concurrency': missing"):
+        validate_config(cfg)
+    cfg = config(search={"over": "request_rate", "min": 1, "max": 8, "tolerance": 0.1})
+    with pytest.raises(ConfigError, match="'workloads.goal.concurrency': missing"):
+        validate_config(cfg)  # a rate search still needs its concurrency cap
+
+
+def test_a_search_without_a_goal_is_refused():
+    cfg = config()
+    del cfg["workloads"]["goal"]["slo"]
+    with pytest.raises(ConfigError, match="'workloads.goal.search'"):
+        validate_config(cfg)
+
+
+def test_a_searched_series_makes_no_parse_time_cell_but_probes_by_id():
+    cfg = validate_config(config())
+    assert [c.id for c in build_cells(cfg)] == ["smollm2-135m__llamacpp-cpu__q4_1__none__tiny"]
+    searches = build_searches(cfg)
+    assert list(searches) == [SERIES]
+    search = searches[SERIES]
+    probe = search.probe((8, 1))
+    assert probe.id == f"{SERIES}-c8-x1" and probe.workload == "goal-c8-x1"
+    assert probe.concurrency == 8 and probe.workload_spec.num_prompts == 80
+    assert probe.sweep.series == SERIES and probe.sweep.value == 8
+    assert not probe.sweep.shared_server  # each probe starts a server of its own
+    assert search.probe((4, 0)).workload_spec.num_prompts == 40
+    assert probe_of(searches, f"{SERIES}-c8-x1") == (search, (8, 1))
+    assert probe_of(searches, f"{SERIES}-c3") == (search, (3, 0))
+    for other in (f"{SERIES}-c08", f"{SERIES}-c17", f"{SERIES}-c4-x3", f"{SERIES}-r2", "x-c1"):
+        assert probe_of(searches, other) is None, other
+
+
+def test_a_probes_settings_carry_no_goal_so_a_changed_goal_reruns_no_measurement():
+    one = build_searches(validate_config(config()))[SERIES].probe((4, 0)).to_dict()
+    changed = config(slo={"tpot_ms": {"percentile": 90, "max": 80}})
+    two = build_searches(validate_config(changed))[SERIES].probe((4, 0)).to_dict()
+    assert one == two
+    assert "slo" not in repr(one) and "search" not in one["workload_spec"]
+
+
+def test_a_fixed_workloads_goal_is_no_part_of_its_cells_settings():
+    cfg = config()
+    plain = build_cells(validate_config(copy.deepcopy(cfg)))[0].to_dict()
+    cfg["workloads"]["tiny"]["slo"] = {"ttft_ms": {"percentile": 50, "max": 100}}
+    assert build_cells(validate_config(cfg))[0].to_dict() == plain
+
+
+def test_the_walk_asks_the_law_probe_by_probe_and_stops_at_a_missing_one():
+    spec = build_searches(validate_config(config()))[SERIES].spec
+    law = {load: Verdict.PASS if load <= 5 else Verdict.FAIL for load in range(1, 17)}
+    asked = walk(spec, lambda key: law[key[0]])
+    assert asked == [(1, 0), (2, 0), (4, 0), (8, 0), (6, 0), (5, 0)]
+    # a probe not judged yet (or failed): the walk ends there, asking for it
+    pending = walk(spec, lambda key: None if key[0] == 8 else law[key[0]])
+    assert pending == [(1, 0), (2, 0), (4, 0), (8, 0)]
+
+
+def test_a_load_left_unresolved_is_not_the_search_reaching_its_max():
+    """Measured here (the default search, ngram series): c1 passed, c2 stayed unresolved after
+    its extension; the table said `c1 (the search's max) passes` until at_max looked at it."""
+    from workflow_scripts.config.search import next_probe
+
+    spec = build_searches(validate_config(config()))[SERIES].spec
+    unresolved = Verdict.UNRESOLVED
+    verdicts = {(1, 0): Verdict.PASS, **{(2, k): unresolved for k in range(3)}}  # cap: 2
+    plan = next_probe(spec, verdicts)
+    assert plan.done and plan.largest_passing == 1 and plan.undecided == (2,)
+    assert not plan.at_max

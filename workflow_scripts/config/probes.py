@@ -1,0 +1,139 @@
+"""A latency-goal search's probes as cells. A search's probes are not known when the Snakefile is
+parsed (each next load depends on the last verdict), so the matrix holds one `SearchSeries` per
+model x engine x quant x drafter x searching workload, and a probe's cell is built from it on
+demand, by id: `<series>-c8` (extension k: `<series>-c8-xk`).
+
+A probe is keyed by what it measures, its load and extension, never by its step of the search:
+a changed goal re-walks the same loads and reuses every probe measured before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..slo.objectives import Slo
+from ..vocabulary import Cell, ConfigError, SweepPoint, Workload
+from . import sweeps
+from .search import CONCURRENCY, ProbeKey, SearchSpec, goal_of
+
+
+@dataclass(frozen=True)
+class SearchSeries:
+    """One series' search: the cell its probes are made from (its load the search's min), the
+    configured workload it searches, its goal and its search."""
+
+    series: str  # model__engine__quant__drafter__<w>
+    template: Cell
+    workload: str
+    workload_entry: Mapping[str, Any]  # the configured workload, as validated
+    slo: Slo
+    spec: SearchSpec
+    where: str  # the cells entry it comes from (what resources and errors name)
+
+    def probe_id(self, key: ProbeKey) -> str:
+        return self.series.removesuffix(self.workload) + self.spec.probe_part(self.workload, key)
+
+    def probe(self, key: ProbeKey) -> Cell:
+        """The cell that measures `key` = (load, extension): a fresh server of its own, the load
+        set, and extension k running `spec.prompts_for` times the prompts."""
+        load, extension = key
+        entry = sweeps.point_entry(self.workload_entry, self.spec.over, load)
+        entry["num_prompts"] = self.spec.prompts_for(entry["num_prompts"], extension)
+        if self.template.engine_spec.get("api_key_env") and "api_key_env" not in entry:
+            entry["api_key_env"] = self.template.engine_spec["api_key_env"]
+        part = self.spec.probe_part(self.workload, key)
+        return replace(
+            self.template,
+            id=self.probe_id(key),
+            workload=part,
+            workload_spec=Workload.from_dict(entry),
+            sweep=SweepPoint(
+                workload=self.workload,
+                axis=self.spec.over,
+                value=load,
+                series=self.series,
+                shared_server=False,
+            ),
+        )
+
+    def key_of(self, cell_id: str) -> ProbeKey | None:
+        """`<series>-c8-x1` -> (8, 1); None when the id is no probe of this series."""
+        return probe_key(self.series, self.workload, self.spec, cell_id)
+
+
+def probe_key(series: str, workload: str, spec: SearchSpec, cell_id: str) -> ProbeKey | None:
+    """The (load, extension) a probe id of `series` names; None for any other id (only the
+    canonical spelling counts: `c08` is not `c8`; a load outside the search is no probe)."""
+    if not cell_id.startswith(series + "-"):
+        return None
+    match = _PROBE.match(cell_id[len(series) + 1 :])
+    if not match or match.group("letter") != spec.letter:
+        return None
+    key = (spec.normal(float(match.group("load"))), int(match.group("ext") or 0))
+    part = spec.probe_part(workload, key)
+    if series.removesuffix(workload) + part != cell_id or key[1] > spec.max_extensions:
+        return None
+    return key if spec.min <= key[0] <= spec.max else None
+
+
+_PROBE = re.compile(r"^(?P<letter>[cr])(?P<load>[0-9]+(?:\.[0-9]+)?)(?:-x(?P<ext>[1-9][0-9]*))?$")
+
+
+def searching(workload: Mapping[str, Any]) -> bool:
+    return "search" in workload
+
+
+def template_entry(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """A searching workload as one point at the search's min: what its template cell runs."""
+    spec = workload["search"]
+    return {**workload, spec["over"]: spec["min"]}
+
+
+def search_series(name: str, cell: Cell, workload: Mapping[str, Any], where: str) -> SearchSeries:
+    slo, spec = goal_of(name, workload)
+    return SearchSeries(
+        series=cell.id,
+        template=cell,
+        workload=name,
+        workload_entry=workload,
+        slo=slo,
+        spec=spec,
+        where=where,
+    )
+
+
+def probe_of(
+    searches: Mapping[str, SearchSeries], cell_id: str
+) -> tuple[SearchSeries, ProbeKey] | None:
+    """The search and key a cell id names, or None (an id of the matrix, or of nothing)."""
+    series = cell_id.rpartition("-")[0]
+    for _ in range(2):  # `<series>-c8` or `<series>-c8-x1`
+        search = searches.get(series)
+        if search is not None:
+            key = search.key_of(cell_id)
+            return (search, key) if key is not None else None
+        series = series.rpartition("-")[0]
+    return None
+
+
+def check_search_workload(name: str, workload: Mapping[str, Any]) -> None:
+    """A workload's goal and search, checked before anything runs; `concurrency` is required
+    except beside a search over it, where it is refused (the search sets it)."""
+    _, spec = goal_of(name, workload)
+    where = f"workloads.{name}"
+    if spec is not None and spec.over == CONCURRENCY:
+        if "concurrency" in workload:
+            raise ConfigError(
+                f"config key '{where}.concurrency': beside a search over concurrency; the "
+                "search sets each probe's concurrency (drop it)"
+            )
+    elif "concurrency" not in workload:
+        raise ConfigError(f"config key '{where}.concurrency': missing")
+    if spec is not None and workload.get("repeats", 1) != 1:
+        raise ConfigError(
+            f"config key '{where}.repeats': beside a search; a search's probes are its repeats "
+            "(an unresolved load is rerun with more prompts)"
+        )

@@ -1,0 +1,6 @@
+from workflow_scripts.entry import stderr_to_log
+from workflow_scripts.outputs.slo_search import judge_files
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+with stderr_to_log(sm.log[0]):
+    judge_files(sm.input.goal, sm.input.metrics, sm.input.requests, sm.output.slo)

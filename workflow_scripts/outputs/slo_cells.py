@@ -1,0 +1,154 @@
+"""Each cell of a workload with a latency goal, judged in the summary and on its card: the
+point's verdict, goodput, attainment and each objective's percentile beside its bound and limit.
+
+Judged here, in the aggregate and card steps, from the cell's requests.jsonl and the goal's file
+(never in the cell rule): a changed goal redoes the tables and cards and reruns no measurement.
+The judgement is added to the metrics record the tables read, under `slo` (the shape of
+`evaluate_point(...).to_dict()`, with the goal as text); metrics.json on disk stays the
+measurement alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..slo.bounds import CONFIDENCE, min_samples_for_upper
+from ..slo.objectives import Slo
+from ..slo.point import evaluate_point
+from ..vocabulary import Cell, CellData, Status
+from .slo_text import attainment_text, objective_text
+
+SLO_COLUMNS = ["slo_verdict", "goodput_req_s", "attainment", "slo", "slo_detail", "tail_note"]
+TAIL_PERCENTILES = (90, 99)
+
+
+def read_goals(paths: Iterable[str | Path]) -> dict[str, Slo]:
+    """Goal files (`results/goals/<workload>.json`) -> workload name -> goal."""
+    return {
+        Path(p).stem: Slo.from_config(json.loads(Path(p).read_text()), Path(p).stem) for p in paths
+    }
+
+
+def goal_workload(cell: Cell) -> str:
+    return cell.sweep.workload if cell.sweep else cell.workload
+
+
+def judged(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict[str, Any]:
+    """A cell's `slo`: the goal as text and, for a cell that ran, its point result."""
+    if metrics.get("status") != Status.DONE:
+        return {"goal": slo.text, "verdict": None}
+    result = evaluate_point(slo, records, metrics)
+    return {
+        "goal": slo.text,
+        **result.to_dict(),
+        "verdict": str(result.verdict),
+        "detail": "; ".join(
+            [objective_text(o) for o in result.objectives]
+            + ([attainment_text(result.attainment)] if result.attainment.n else [])
+        ),
+    }
+
+
+def with_slo(
+    all_metrics: Sequence[dict[str, Any]],
+    cells: Sequence[CellData],
+    records: Mapping[str, Sequence[Any]],
+    goals: Mapping[str, Slo],
+) -> list[dict[str, Any]]:
+    """The metrics records, each of a cell whose workload has a goal with its `slo` added."""
+    by_id = {c.id: c for c in map(Cell.of, cells)}
+    out = []
+    for metrics in all_metrics:
+        cell = by_id.get(metrics.get("cell"))
+        slo = goals.get(goal_workload(cell)) if cell else None
+        if slo is not None:
+            metrics = {**metrics, "slo": judged(slo, metrics, records.get(cell.id, []))}
+        out.append(metrics)
+    return out
+
+
+def tail_note(metrics: Mapping[str, Any]) -> str:
+    """Which of the summary's p90/p99 rest on too few requests to bound them from above (95 %,
+    distribution-free: the largest of n values bounds the pP only once (P/100)^n <= 2.5 %)."""
+    n = metrics.get("completed") or 0
+    if metrics.get("status") != Status.DONE or not n:
+        return ""
+    short = [p for p in TAIL_PERCENTILES if n < min_samples_for_upper(p, CONFIDENCE)]
+    if not short:
+        return ""
+    needs = ", ".join(f"p{p} needs {min_samples_for_upper(p, CONFIDENCE)}" for p in short)
+    shown = "/".join(f"p{p}" for p in short)
+    return f"{shown} from {n} requests: no upper bound ({needs})"
+
+
+def slo_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's goal columns (empty without a goal) and the tail note (every cell)."""
+    row: dict[str, Any] = {"tail_note": tail_note(metrics)}
+    found = metrics.get("slo")
+    if found:
+        attainment = found.get("attainment") or {}
+        good, n = attainment.get("good"), attainment.get("n")
+        row.update(
+            {
+                "slo_verdict": found.get("verdict"),
+                "goodput_req_s": found.get("goodput_req_s"),
+                "attainment": good / n if n else None,
+                "slo": found.get("goal"),
+                "slo_detail": found.get("detail"),
+            }
+        )
+    return row
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} ms"
+
+
+def slo_section(metrics: Mapping[str, Any]):
+    """A card's goal: each objective's percentile with its bounds, limit and verdict, then the
+    attainment and goodput; a bound too few requests cannot give says so. None without one."""
+    from .card.model import Section  # the card package imports the tables, which import this
+
+    found = metrics.get("slo")
+    if not found:
+        return None
+    if found.get("verdict") is None:
+        return Section("Latency goal", paragraphs=[f"{found['goal']}: not judged (not run)"])
+    rows = []
+    for o in found["objectives"]:
+        objective, bound = o["objective"], o["bound"]
+        label = f"{objective['figure'].removesuffix('_ms')} p{objective['percentile']:g}"
+        interval = f"[{_ms(bound['lo'])}, {_ms(bound['hi'])}]"
+        if bound["hi"] is None:
+            needs = min_samples_for_upper(bound["percentile"], bound["confidence"])
+            interval += f" (no upper bound from {bound['n']} requests; needs {needs})"
+        rows.append(
+            (label, _ms(bound["value"]), interval, f"≤ {objective['max_ms']:g} ms", o["verdict"])
+        )
+    attainment = found["attainment"]
+    if attainment["n"]:
+        target = attainment["target"]
+        rows.append(
+            (
+                "attainment",
+                f"{attainment['good'] / attainment['n']:.3f}",
+                f"[{attainment['lo']:.3f}, {attainment['hi']:.3f}]",
+                f"≥ {target:g}" if target is not None else "—",
+                attainment["verdict"] or "—",
+            )
+        )
+    goodput = found.get("goodput_req_s")
+    paragraphs = [
+        f"Goal: {found['goal']}. Verdict: **{found['verdict']}**. Goodput "
+        f"{'—' if goodput is None else f'{goodput:.3f}'} req/s (requests meeting every "
+        "objective per second of the run). Bounds: 95 % distribution-free (order statistics)."
+    ]
+    return Section(
+        "Latency goal",
+        ("Objective", "Measured", "95 % interval", "Limit", "Verdict"),
+        rows,
+        paragraphs=paragraphs,
+    )
