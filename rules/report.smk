@@ -1,5 +1,8 @@
 # What people read: a card per cell, the summary tables, the figures and the HTML report.
-# A card has its own rule, so redoing a card never reruns a benchmark.
+# A card has its own rule, so redoing a card never reruns a benchmark. Each takes the machine
+# (`machine=1`): none runs beside a sweep's series, whose jobs hold no core (rules/cells.smk),
+# and no checkpoint updates the DAG while a series runs (a card was started for a point still
+# running, and the run failed, when a search's checkpoint finished beside a series).
 
 
 rule card:
@@ -38,6 +41,8 @@ rule card:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cell=card_settings,
     script:
@@ -71,6 +76,8 @@ rule aggregate:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells=all_cells_settings,
     script:
@@ -95,6 +102,8 @@ rule comparisons:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells=all_cells_settings,
     script:
@@ -144,6 +153,8 @@ rule sweeps:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells=all_cells_settings,
         gpus=sweep_gpus,
@@ -185,6 +196,8 @@ rule summary_plots:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells=all_cells_settings,
     script:
@@ -207,6 +220,8 @@ rule concurrency_figure:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells=all_cells_settings,
     script:
@@ -229,6 +244,8 @@ rule reference_figure:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells=all_cells_settings,
     script:
@@ -246,6 +263,8 @@ rule overview:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     script:
         "../workflow_scripts/entry/overview.py"
 
@@ -262,6 +281,8 @@ rule html_report:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         snakefile=workflow.main_snakefile,
     script:

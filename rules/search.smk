@@ -16,6 +16,8 @@ checkpoint cell_slo:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     script:
         "../workflow_scripts/entry/cell_slo.py"
 
@@ -44,6 +46,8 @@ rule slo_tables:
     localrule: True
     conda:
         "../envs/bench.yaml"
+    resources:
+        machine=1,
     params:
         cells_dir=f"{RESULTS}/cells",
     script:
