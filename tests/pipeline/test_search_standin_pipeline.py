@@ -62,15 +62,7 @@ def config(data: Path, limit_ms: float, law: Law = LAW, max_c: int = 16) -> dict
     out = tiny_config(
         [{"model": "smollm2-135m", "engine": "law", "workload": "goal"}], workloads=workloads
     )
-    out["engines"] = {
-        "law": {
-            "kind": "llamacpp",
-            "launch": "native",
-            "binary": f"{sys.executable} {SERVER}",
-            "ready_timeout_s": 30,
-            "settings": law.settings(),
-        }
-    }
+    out["engines"] = {"law": law.engine()}
     out["checks"] = {"other_cpu_percent_of_core": 400}
     return out
 

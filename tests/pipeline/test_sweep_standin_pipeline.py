@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -78,15 +77,7 @@ def config(data: Path, points: list[int]) -> dict:
         workloads=workloads,
         drafters={"standin-draft": {"kind": "ngram-simple", "n_max": LAW.draft_max}},
     )
-    out["engines"] = {
-        "law": {
-            "kind": "llamacpp",
-            "launch": "native",
-            "binary": f"{sys.executable} {SERVER}",
-            "ready_timeout_s": 30,
-            "settings": LAW.settings(),
-        }
-    }
+    out["engines"] = {"law": LAW.engine()}
     out["checks"] = {"other_cpu_percent_of_core": 400}
     return out
 
