@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 from workflow_scripts.config.matrix import load_cells  # noqa: E402
 from workflow_scripts.loadgen.metrics import compute_metrics  # noqa: E402
 from workflow_scripts.loadgen.records import ERROR, OK, RequestRecord  # noqa: E402
+from workflow_scripts.outputs.record_index import write_index  # noqa: E402
 from workflow_scripts.vocabulary import Status, SweepPoint, identity  # noqa: E402
 
 LOADS = (1, 2, 4, 8)
@@ -47,7 +48,7 @@ def templates():
     return base, drafter
 
 
-def point(template, model: str, load: int, index: int):
+def point(template, model: str, load: int):
     series = "__".join((model, template.engine, template.quant, template.drafter, "sweep"))
     return dataclasses.replace(
         template,
@@ -55,7 +56,7 @@ def point(template, model: str, load: int, index: int):
         model=model,
         workload=f"sweep-c{load}",
         workload_spec=dataclasses.replace(template.workload_spec, concurrency=load),
-        sweep=SweepPoint("sweep", "concurrency", load, index, series, shared_server=True),
+        sweep=SweepPoint("sweep", "concurrency", load, series, shared_server=True),
     )
 
 
@@ -102,8 +103,8 @@ def write_tree(root: Path, points: int, seed: int = 0) -> list:
     cells = []
     for pair in range(max(1, points // (2 * len(LOADS)))):
         for template in (base, drafter):
-            for index, load in enumerate(LOADS):
-                cells.append(point(template, f"model-{pair}", load, index))
+            for load in LOADS:
+                cells.append(point(template, f"model-{pair}", load))
     for n, cell in enumerate(cells):
         folder = root / "cells" / cell.id
         folder.mkdir(parents=True)
@@ -124,7 +125,7 @@ def write_tree(root: Path, points: int, seed: int = 0) -> list:
                 }
             metrics["server_start"] = {
                 "id": f"{cell.sweep.series}@0",
-                "position": cell.sweep.index + 1,
+                "position": LOADS.index(cell.sweep.value) + 1,
                 "pid": 1000 + n // len(LOADS),
                 "ready_s": 2.0,
                 "started_at": "2026-12-01T00:00:00Z",
@@ -137,11 +138,10 @@ def write_tree(root: Path, points: int, seed: int = 0) -> list:
 
 def rule_objects(root: Path, cells: list, outputs: dict[str, str]) -> Namespace:
     ids = [cell.id for cell in cells]
+    index = root / "cells" / "records.json"  # what the records rule writes
+    write_index(index, [root / "cells" / i / "metrics.json" for i in ids])
     return Namespace(
-        input=Namespace(
-            metrics=[str(root / "cells" / i / "metrics.json") for i in ids],
-            requests=[str(root / "cells" / i / "requests.jsonl") for i in ids],
-        ),
+        input=Namespace(records=str(index)),
         params=Namespace(
             cells=json.dumps([cell.to_dict() for cell in cells]),
             gpus=json.dumps({i: 1 for i in ids}),
@@ -167,11 +167,11 @@ def time_sweeps(root: Path, cells: list) -> dict[str, float]:
     from workflow_scripts.outputs.aggregate import cells_from_params
     from workflow_scripts.outputs.repeats import collapse_repeats
     from workflow_scripts.outputs.sweeps import sweep_tables
-    from workflow_scripts.outputs.writers import load_metrics, load_records
+    from workflow_scripts.outputs.writers import load_indexed
 
     sm = rule_objects(root, cells, sweep_outputs(root / "summary"))
     times, start = {}, time.perf_counter()
-    metrics, records = load_metrics(sm.input.metrics), load_records(sm.input.requests)
+    metrics, records = load_indexed(sm.input.records)
     all_cells = cells_from_params(sm.params.cells)
     times["read"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -24,7 +24,7 @@ from workflow_scripts.cell.series import (
     write_series_files,
 )
 from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
-from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
+from workflow_scripts.config.matrix import build_matrix, validate_config
 from workflow_scripts.config.probes import probe_of
 from workflow_scripts.config.resources import (
     resources_by_cell,
@@ -49,12 +49,13 @@ from workflow_scripts.weights.fetch import (
 try:
     _VALIDATED = validate_config(config)
     # Resources say where a cell runs, not what it measures: kept out of every param.
-    CELL_RESOURCES = resources_by_cell(_VALIDATED)
     CONFIG = without_resources(_VALIDATED)
-    CELLS = {cell.id: cell for cell in build_cells(CONFIG)}
+    _MATRIX = build_matrix(CONFIG)
+    CELLS = {cell.id: cell for cell in _MATRIX.cells}
+    CELL_RESOURCES = resources_by_cell(_VALIDATED, _MATRIX)
     # Latency-goal searches (rules/search.smk): their probes are cells made on demand, by id.
-    SEARCHES = build_searches(CONFIG)
-    SEARCH_RESOURCES = resources_by_search(_VALIDATED)
+    SEARCHES = _MATRIX.searches
+    SEARCH_RESOURCES = resources_by_search(_VALIDATED, _MATRIX)
 except ConfigError as error:
     raise WorkflowError(str(error))
 # The series whose points share one server start (workflow_scripts.cell.shared): each point is
@@ -105,6 +106,8 @@ wildcard_constraints:
 
 
 def final_outputs():
+    """The tables and the report; the cards come through the report (html_report's inputs):
+    listed here as well, a large matrix's every card was one more edge to resolve."""
     return [
         f"{RESULTS}/summary/summary.csv",
         f"{RESULTS}/summary/summary.md",
@@ -112,7 +115,7 @@ def final_outputs():
         f"{RESULTS}/summary/spec_gain.md",
         f"{RESULTS}/summary/comparisons.csv",
         f"{RESULTS}/summary/decode_tok_s.png",
-        *report_inputs(),
+        *SWEEP_OUTPUTS,
         *search_outputs(),
         f"{RESULTS}/report.html",
     ]
@@ -284,8 +287,8 @@ def all_cell_metrics():
     return [f"{RESULTS}/cells/{cell_id}/metrics.json" for cell_id in CELLS]
 
 
-def all_cell_requests():
-    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in CELLS]
+# What every table and figure reads, from the records job: each cell's record files, listed.
+CELL_RECORDS = f"{RESULTS}/cells/records.json"
 
 
 # Cards, summary tables and figures, the report (rules/report.smk). They take the config's view
@@ -317,8 +320,8 @@ def summary_figures():
     return SUMMARY_FIGURES
 
 
-# The sweep tables and figures (rule sweeps), only for a matrix with a sweep; they read only the
-# points' files, and each point's GPU count (resources.gpu, kept out of the cells' settings) for
+# The sweep tables and figures (the sweeps job), only for a matrix with a sweep; they read only the
+# points' records, and each point's GPU count (resources.gpu, kept out of the cells' settings) for
 # throughput per GPU.
 SWEEP_CELLS = sweep_cell_ids(list(CELLS.values()))
 SWEEP_OUTPUTS = [
@@ -327,14 +330,6 @@ SWEEP_OUTPUTS = [
 SWEEP_GPUS = canonical_json(
     {cell_id: CELL_RESOURCES[cell_id].get("gpu") for cell_id in SWEEP_CELLS}
 )
-
-
-def sweep_cell_metrics():
-    return [f"{RESULTS}/cells/{cell_id}/metrics.json" for cell_id in SWEEP_CELLS]
-
-
-def sweep_cell_requests():
-    return [f"{RESULTS}/cells/{cell_id}/requests.jsonl" for cell_id in SWEEP_CELLS]
 
 
 def sweep_gpus(wildcards):

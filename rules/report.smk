@@ -8,9 +8,8 @@
 rule card:
     input:
         unpack(card_goal),
+        # for the cell's records: the cell job writes it last (outputs/record_index.py)
         metrics=f"{RESULTS}/cells/{{cell}}/metrics.json",
-        requests=f"{RESULTS}/cells/{{cell}}/requests.jsonl",
-        memory=f"{RESULTS}/cells/{{cell}}/memory.csv",
     output:
         card_md=f"{RESULTS}/cells/{{cell}}/card.md",
         card_html=report(
@@ -49,10 +48,28 @@ rule card:
         "../workflow_scripts/entry/card.py"
 
 
-rule aggregate:
+# Every cell's record files, listed once (workflow_scripts.outputs.record_index): the tables and
+# figures below take this index, not each cell's files, which made most of a large dry run. A
+# cell's metrics.json stands for its records (the cell job writes it last).
+rule records:
     input:
         metrics=all_cell_metrics(),
-        requests=all_cell_requests(),
+    output:
+        records=CELL_RECORDS,
+    log:
+        "logs/records.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    resources:
+        machine=1,
+    script:
+        "../workflow_scripts/entry/records.py"
+
+
+rule aggregate:
+    input:
+        records=CELL_RECORDS,
         goals=all_goal_files(),
     output:
         summary_csv=f"{RESULTS}/summary/summary.csv",
@@ -87,8 +104,7 @@ rule aggregate:
 # Engine against engine, quant against quant (workflow_scripts.outputs.cell_pairs), beside spec_gain.
 rule comparisons:
     input:
-        metrics=all_cell_metrics(),
-        requests=all_cell_requests(),
+        records=CELL_RECORDS,
     output:
         comparisons_csv=f"{RESULTS}/summary/comparisons.csv",
         comparisons_md=f"{RESULTS}/summary/comparisons.md",
@@ -114,8 +130,7 @@ rule comparisons:
 # request rates): each point, the throughput-interactivity frontier, the drafter along the load.
 rule sweeps:
     input:
-        metrics=sweep_cell_metrics(),
-        requests=sweep_cell_requests(),
+        records=CELL_RECORDS,
     output:
         sweeps_csv=f"{RESULTS}/summary/sweeps.csv",
         sweeps_md=f"{RESULTS}/summary/sweeps.md",
@@ -164,8 +179,7 @@ rule sweeps:
 
 rule summary_plots:
     input:
-        metrics=all_cell_metrics(),
-        requests=all_cell_requests(),
+        records=CELL_RECORDS,
     output:
         decode_plot=report(
             f"{RESULTS}/summary/decode_tok_s.png",
@@ -207,7 +221,7 @@ rule summary_plots:
 # Asked for by summary_figures() only when the matrix sweeps concurrency.
 rule concurrency_figure:
     input:
-        metrics=all_cell_metrics(),
+        records=CELL_RECORDS,
     output:
         concurrency_plot=report(
             f"{RESULTS}/summary/throughput_vs_concurrency.png",
@@ -231,7 +245,7 @@ rule concurrency_figure:
 # Asked for by summary_figures() only when some cell carries published reference figures.
 rule reference_figure:
     input:
-        metrics=all_cell_metrics(),
+        records=CELL_RECORDS,
     output:
         reference_plot=report(
             f"{RESULTS}/summary/measured_vs_reference.png",

@@ -4,6 +4,8 @@ run for real): cards, tables, figures and the Snakemake HTML report come out of 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -98,6 +100,28 @@ def test_second_run_has_nothing_to_do(run):
     assert proc.returncode == 0
     assert "Nothing to be done" in proc.stdout + proc.stderr
     assert "cells failed" not in proc.stdout + proc.stderr  # no run, no result table
+
+
+def test_a_cell_redone_redoes_the_records_index_and_every_table_from_it(run):
+    """The tables and figures take the records index, not each cell's files: a cell's records
+    rewritten (as when the cell reran) must still redo them, and nothing else."""
+    workdir, results = run
+    index = json.loads((results / "cells" / "records.json").read_text())["cells"]
+    assert [entry["cell"] for entry in index] == [cell["id"] for cell in fixture_cells()]
+    metrics = results / "cells" / BASE / "metrics.json"
+    original = metrics.read_text()
+    try:
+        # new content (Snakemake ignores a newer file whose checksum it has seen), newer time
+        metrics.write_text(original + "\n")
+        later = max(path.stat().st_mtime for path in results.rglob("*") if path.is_file()) + 10
+        os.utime(metrics, (later, later))
+        planned = planned_rules(workdir)
+    finally:
+        metrics.write_text(original)
+    assert "cell" not in planned, planned
+    assert planned.get("card") == 1, planned  # the one cell's card
+    for rule in ("records", "aggregate", "comparisons", "summary_plots", "html_report"):
+        assert planned.get(rule) == 1, (rule, planned)
 
 
 def test_a_reference_edit_redoes_cards_and_tables_never_a_cell(run):

@@ -169,14 +169,16 @@ class Choice:
     reference: dict[str, Any] = field(default_factory=dict)
     reference_by_point: dict[str, dict[str, Any]] = field(default_factory=dict)
     blocked: str | None = None
+    entry: int = 0  # the index of the `cells` entry it comes from
 
 
-def _explicit(entry: dict[str, Any], where: str) -> Choice:
+def _explicit(entry: dict[str, Any], where: str, index: int) -> Choice:
     return Choice(
         model=entry["model"],
         engine=entry["engine"],
         workload=entry["workload"],
         where=where,
+        entry=index,
         quant=entry.get("quant") or None,
         drafter=entry.get("drafter") or NO_DRAFTER,
         settings=entry.get("settings", {}),
@@ -189,7 +191,7 @@ def _explicit(entry: dict[str, Any], where: str) -> Choice:
 def _expand(entry: dict[str, Any], index: int, config: dict[str, Any]) -> list[Choice]:
     """One `cells` entry -> the cells it names (explicit or a product)."""
     if "matrix" not in entry:
-        return [_explicit(entry, f"cells[{index}]")]
+        return [_explicit(entry, f"cells[{index}]", index)]
     matrix = entry["matrix"]
     for key in ("model", "engine", "workload", "drafter"):
         section = key + "s" if key != "drafter" else "drafters"
@@ -213,7 +215,7 @@ def _expand(entry: dict[str, Any], index: int, config: dict[str, Any]) -> list[C
                 all(choice.get(k) == v for k, v in ex.items()) for ex in entry.get("exclude", [])
             ):
                 continue
-            out.append(_explicit(choice, f"cells[{index}].matrix"))
+            out.append(_explicit(choice, f"cells[{index}].matrix", index))
     if not out:
         raise ConfigError(f"config key 'cells[{index}]': the matrix selects no cell")
     return out
@@ -391,21 +393,34 @@ def expand_repeats(cell: Cell, repeats: int) -> list[Cell]:
     return out
 
 
+@dataclass(frozen=True)
+class Matrix:
+    """A validated config's cells and searches, built once, and the `cells` entry each comes
+    from (by cell id, repeats included, and by searched series): where its resources are."""
+
+    cells: list[Cell]
+    searches: dict[str, probes.SearchSeries]
+    entry_of: dict[str, int]
+
+
 def build_cells(config: dict[str, Any]) -> list[Cell]:
     """All cells of a validated config, in config order; ids unique. A search's probes are not
     among them (`build_searches`): they are known only as the search walks."""
-    return _build(config)[0]
+    return build_matrix(config).cells
 
 
 def build_searches(config: dict[str, Any]) -> dict[str, probes.SearchSeries]:
     """Each searched series (model x engine x quant x drafter x a workload with a `search`) ->
     its search, in config order; a probe's cell is built from it by id (config.probes)."""
-    return _build(config)[1]
+    return build_matrix(config).searches
 
 
-def _build(config: dict[str, Any]) -> tuple[list[Cell], dict[str, probes.SearchSeries]]:
+def build_matrix(config: dict[str, Any]) -> Matrix:
+    """Both of the above in one pass (the Snakefile needs both, and a sweep of 1000 points
+    made building them a third of its parse time)."""
     cells: list[Cell] = []
     searches: dict[str, probes.SearchSeries] = {}
+    entry_of: dict[str, int] = {}
     seen: dict[str, str] = {}
     for choice in choose(config):
         cell = resolve_cell(config, choice)
@@ -417,12 +432,15 @@ def _build(config: dict[str, Any]) -> tuple[list[Cell], dict[str, probes.SearchS
         if probes.searching(workload) and not cell.blocked:
             claim_id(seen, cell, choice.where)
             searches[cell.id] = probes.search_series(cell.workload, cell, workload, choice.where)
+            entry_of[cell.id] = choice.entry
             continue
         repeats = config["workloads"][cell.workload]["repeats"]
         for point in expand_points(config, cell, choice):
             claim_id(seen, point, choice.where)
-            cells += expand_repeats(point, repeats)
-    return cells, searches
+            for repeat in expand_repeats(point, repeats):
+                cells.append(repeat)
+                entry_of[repeat.id] = choice.entry
+    return Matrix(cells=cells, searches=searches, entry_of=entry_of)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

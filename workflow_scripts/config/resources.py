@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .matrix import build_cells, build_searches
+from .matrix import Matrix, build_matrix
 
 # A blocked cell only writes its reason: it must never wait in a queue for a GPU, so it also
 # drops slurm_extra (which may ask for one, e.g. `--gres=gpu:a100:1`).
@@ -25,34 +25,39 @@ def merge_resources(*layers: dict[str, Any] | None) -> dict[str, Any]:
     return merged
 
 
-def resources_by_cell(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Cell id -> its resources, for a validated config (defaults filled in)."""
+def resources_by_cell(
+    config: dict[str, Any], matrix: Matrix | None = None
+) -> dict[str, dict[str, Any]]:
+    """Cell id -> its resources, for a validated config (defaults filled in); `matrix`: its
+    cells, where already built (the Snakefile builds them once)."""
+    matrix = matrix or build_matrix(config)
     out: dict[str, dict[str, Any]] = {}
-    for entry in config["cells"]:
-        for cell in build_cells({**config, "cells": [entry]}):
-            resources = merge_resources(
-                config.get("resources"),
-                config["engines"][cell.engine].get("resources"),
-                entry.get("resources"),
-            )
-            if cell.blocked:
-                resources.update(BLOCKED_SIZES)
-                resources.pop("slurm_extra", None)
-            out[cell.id] = resources
+    for cell in matrix.cells:
+        resources = merge_resources(
+            config.get("resources"),
+            config["engines"][cell.engine].get("resources"),
+            config["cells"][matrix.entry_of[cell.id]].get("resources"),
+        )
+        if cell.blocked:
+            resources.update(BLOCKED_SIZES)
+            resources.pop("slurm_extra", None)
+        out[cell.id] = resources
     return out
 
 
-def resources_by_search(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def resources_by_search(
+    config: dict[str, Any], matrix: Matrix | None = None
+) -> dict[str, dict[str, Any]]:
     """Searched series -> the resources each of its probes asks for (as its cells entry's cells)."""
-    out: dict[str, dict[str, Any]] = {}
-    for entry in config["cells"]:
-        for series, search in build_searches({**config, "cells": [entry]}).items():
-            out[series] = merge_resources(
-                config.get("resources"),
-                config["engines"][search.template.engine].get("resources"),
-                entry.get("resources"),
-            )
-    return out
+    matrix = matrix or build_matrix(config)
+    return {
+        series: merge_resources(
+            config.get("resources"),
+            config["engines"][search.template.engine].get("resources"),
+            config["cells"][matrix.entry_of[series]].get("resources"),
+        )
+        for series, search in matrix.searches.items()
+    }
 
 
 def without_resources(config: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,11 @@
-"""What a run shows, as pure functions of the cells' metrics.json and requests.jsonl: the summary
-and index tables (`tables`), the spec-decode gain table (`spec_gain`), both written to disk by
-`writers` for the summary rules (`aggregate`); pairs of cells, engine against engine and quant
-against quant (`cell_pairs`); two result folders compared (`compare_runs`, also `python -m
-workflow_scripts.compare`); a config's published figures (`reference`); result cards (`card/`);
-figures (`plots`, `plots_cell`); the HTML report (`report_html`); the table a run ends with
-(`run_end`, `compact`); a cell's intervals (`stats`), the change between two cells (`changes`),
-a run's steadiness (`stability`), repeats folded into one row (`repeats`); the latency-goal
-tables, each series' largest load within its goal and the drafter at the goal (`slo_tables`).
-What the Snakefile needs while it is parsed is in `labels`, which imports neither pandas nor
-matplotlib."""
+"""What a run shows, as pure functions of the cells' metrics.json and requests.jsonl (listed once
+for the table and figure rules by `record_index`): the summary and index tables (`tables`), the
+spec-decode gain table (`spec_gain`), both written to disk by `writers` for the summary rules
+(`aggregate`); pairs of cells, engine against engine and quant against quant (`cell_pairs`); two
+result folders compared (`compare_runs`, also `python -m workflow_scripts.compare`); a config's
+published figures (`reference`); result cards (`card/`); figures (`plots`, `plots_cell`); the
+HTML report (`report_html`); the table a run ends with (`run_end`, `compact`); a cell's
+intervals (`stats`), the change between two cells (`changes`), a run's steadiness (`stability`),
+repeats folded into one row (`repeats`); the latency-goal tables, each series' largest load
+within its goal and the drafter at the goal (`slo_tables`). What the Snakefile needs while it is
+parsed is in `labels`, which imports neither pandas nor matplotlib."""

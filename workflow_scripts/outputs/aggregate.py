@@ -12,12 +12,13 @@ import pandas as pd
 from ..atomic import write_text
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
+from .record_index import read_index
 from .repeats import collapse_repeats
 from .report_html import overview_fragment, write_tables_html
 from .slo_cells import read_goals, with_slo
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_table
-from .writers import INDEX_INTRO, load_metrics, load_records, write_tables
+from .writers import INDEX_INTRO, load_indexed, write_tables
 
 
 def cells_from_params(text: str) -> list[Cell]:
@@ -33,8 +34,8 @@ def goals_of_input(sm) -> dict:
 
 def aggregate_from_snakemake(sm) -> None:
     cells = cells_from_params(sm.params.cells)
-    records = load_records(sm.input.requests)
-    all_metrics = with_slo(load_metrics(sm.input.metrics), cells, records, goals_of_input(sm))
+    all_metrics, records = load_indexed(sm.input.records)
+    all_metrics = with_slo(all_metrics, cells, records, goals_of_input(sm))
     summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
     _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
     write_tables_html(
@@ -68,6 +69,10 @@ FIGURE_TITLES = {
 }
 
 
+# The summary figures drawn from the request records too (intervals, latency samples).
+FIGURES_OF_REQUESTS = frozenset({"decode_plot", "latency_plot", "memory_plot", "spec_gain_plot"})
+
+
 def _figure_builders():
     from . import plots  # matplotlib: only the figure rules pay its import
 
@@ -97,18 +102,23 @@ def figures_from_snakemake(sm) -> None:
     from .plots import save_figure
     from .plots_cell import latency_samples_ms, read_requests
 
-    requests = sm.input.get("requests") or []  # figures of metrics alone take none
+    # figures of metrics alone (against concurrency, against published figures) read no
+    # request records: intervals no figure of theirs draws would cost a large matrix minutes
+    metrics, records = load_indexed(
+        sm.input.records, requests=bool(FIGURES_OF_REQUESTS & set(sm.output.keys()))
+    )
     all_metrics, cells, records = collapse_repeats(
-        load_metrics(sm.input.metrics),
-        cells_from_params(sm.params.cells),
-        load_records([requests] if isinstance(requests, str) else requests),
+        metrics, cells_from_params(sm.params.cells), records
     )
     all_metrics = merge_with_cells(all_metrics, cells)
     data = {
         "summary": summary_table(all_metrics, cells, records),
         "spec_gain": spec_gain_table(all_metrics, records),
         "latency_samples": lambda: pooled_repeats(
-            {Path(path).parent.name: latency_samples_ms(read_requests(path)) for path in requests}
+            {
+                entry.cell: latency_samples_ms(read_requests(entry.requests))
+                for entry in read_index(sm.input.records)
+            }
         ),
     }
     for key, build in _figure_builders().items():

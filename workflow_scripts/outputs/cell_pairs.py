@@ -24,7 +24,7 @@ from .compact import is_missing
 from .repeats import collapse_repeats, repeat_figures
 from .report_html import write_tables_html
 from .tables import merge_with_cells
-from .writers import load_metrics, load_records, to_markdown
+from .writers import load_indexed, to_markdown
 
 QUANT, ENGINE, ENGINE_QUANT = "quant", "engine", "engine+quant"
 # The figures the spec gain and `compare_runs` give intervals for; lower latency is faster.
@@ -260,8 +260,9 @@ def write_comparisons(table: pd.DataFrame, out: Mapping[str, Any]) -> None:
 
 
 def comparisons_from_snakemake(sm) -> None:
+    all_metrics, records = load_indexed(sm.input.records)
     all_metrics, cells, records = collapse_repeats(
-        load_metrics(sm.input.metrics), json.loads(sm.params.cells), load_records(sm.input.requests)
+        all_metrics, json.loads(sm.params.cells), records
     )
     table = comparisons_table(merge_with_cells(all_metrics, cells), records)
     write_comparisons(table, sm.output)

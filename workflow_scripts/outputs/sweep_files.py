@@ -19,7 +19,7 @@ from .compact import is_missing, number_text, with_interval
 from .repeats import collapse_repeats
 from .report_html import esc, html_table, page
 from .sweeps import SweepTables, frontier_stretches, reference_note, series_sections, sweep_tables
-from .writers import load_metrics, load_records, to_markdown
+from .writers import load_indexed, to_markdown
 
 SWEEPS_TITLE = "Sweeps: one row per point"
 SWEEPS_INTRO = (
@@ -212,10 +212,6 @@ def write_sweeps(
 
 
 def sweeps_from_snakemake(sm) -> None:
-    write_sweeps(
-        load_metrics(sm.input.metrics),
-        cells_from_params(sm.params.cells),
-        load_records(sm.input.requests),
-        json.loads(sm.params.gpus),
-        sm.output,
-    )
+    gpus = json.loads(sm.params.gpus)  # each point's: the cells this rule reads
+    all_metrics, records = load_indexed(sm.input.records, only=list(gpus))
+    write_sweeps(all_metrics, cells_from_params(sm.params.cells), records, gpus, sm.output)

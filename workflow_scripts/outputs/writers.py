@@ -18,6 +18,7 @@ from .compact import (
     is_missing,
     number_text,
 )
+from .record_index import read_index
 from .repeats import collapse_repeats
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_frame, summary_rows
@@ -150,3 +151,13 @@ def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
         lines = path.read_text().splitlines()
         out[path.parent.name] = [RequestRecord.from_dict(json.loads(x)) for x in lines if x]
     return out
+
+
+def load_indexed(
+    index: str | Path, only: Sequence[str] | None = None, requests: bool = True
+) -> tuple[list[CellMetrics], dict[str, list[RequestRecord]]]:
+    """What a table or figure rule reads: each cell of the records index (`only`: just those)
+    as its metrics.json and, unless `requests` is false, its request records."""
+    files = read_index(index, only)
+    records = load_records([entry.requests for entry in files]) if requests else {}
+    return load_metrics([entry.metrics for entry in files]), records

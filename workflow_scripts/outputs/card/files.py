@@ -9,6 +9,7 @@ from pathlib import Path
 from ...atomic import write_text
 from ...loadgen.records import RequestRecord
 from ...vocabulary import Cell, CellData
+from ..record_index import files_of
 from ..report_html import data_uri
 from ..slo_cells import judged, read_goals
 from .build import build_card, status_line
@@ -58,11 +59,12 @@ def write_card(
 
 
 def card_from_snakemake(sm) -> None:
+    files = files_of(sm.input.metrics)  # the rule names metrics.json, for the cell's records
     write_card(
         Cell.from_dict(json.loads(sm.params.cell)),
-        sm.input.metrics,
-        sm.input.requests,
-        sm.input.memory,
+        files.metrics,
+        files.requests,
+        files.memory,
         sm.output,
         goal=sm.input.get("goal"),
     )

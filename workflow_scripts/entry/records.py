@@ -1,0 +1,6 @@
+from workflow_scripts.entry import stderr_to_log
+from workflow_scripts.outputs.record_index import index_from_snakemake
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+with stderr_to_log(sm.log[0]):
+    index_from_snakemake(sm)
