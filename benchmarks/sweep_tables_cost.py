@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from workflow_scripts.config.matrix import load_cells  # noqa: E402
 from workflow_scripts.loadgen.metrics import compute_metrics  # noqa: E402
 from workflow_scripts.loadgen.records import ERROR, OK, RequestRecord  # noqa: E402
-from workflow_scripts.outputs.record_index import write_index  # noqa: E402
+from workflow_scripts.outputs.record_index import read_index, write_index  # noqa: E402
 from workflow_scripts.vocabulary import Status, SweepPoint, identity  # noqa: E402
 
 LOADS = (1, 2, 4, 8)
@@ -171,7 +171,7 @@ def time_sweeps(root: Path, cells: list) -> dict[str, float]:
 
     sm = rule_objects(root, cells, sweep_outputs(root / "summary"))
     times, start = {}, time.perf_counter()
-    metrics, records = load_indexed(sm.input.records)
+    metrics, records = load_indexed(read_index(sm.input.records))
     all_cells = cells_from_params(sm.params.cells)
     times["read"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -106,8 +106,8 @@ wildcard_constraints:
 
 
 def final_outputs():
-    """The tables and the report; the cards come through the report (html_report's inputs):
-    listed here as well, a large matrix's every card was one more edge to resolve."""
+    """The tables and the report. The cards come in through the report (html_report takes
+    them): listed here too, each card was one more edge for a large matrix's DAG."""
     return [
         f"{RESULTS}/summary/summary.csv",
         f"{RESULTS}/summary/summary.md",

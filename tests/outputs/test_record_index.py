@@ -41,10 +41,12 @@ def test_load_indexed_reads_what_the_files_hold(tmp_path):
     metrics = [str(FIXTURES / "cells" / cell / "metrics.json") for cell in FIXTURE_IDS]
     requests = [str(FIXTURES / "cells" / cell / "requests.jsonl") for cell in FIXTURE_IDS]
     write_index(tmp_path / "records.json", metrics)
-    all_metrics, records = load_indexed(tmp_path / "records.json")
+    all_metrics, records = load_indexed(read_index(tmp_path / "records.json"))
     assert all_metrics == load_metrics(metrics)
     assert records == load_records(requests) and set(records) == set(FIXTURE_IDS)
-    some, none = load_indexed(tmp_path / "records.json", only=FIXTURE_IDS[:1], requests=False)
+    some, none = load_indexed(
+        read_index(tmp_path / "records.json", only=FIXTURE_IDS[:1]), requests=False
+    )
     assert some == load_metrics(metrics[:1]) and none == {}
 
 

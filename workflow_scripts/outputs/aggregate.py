@@ -34,7 +34,7 @@ def goals_of_input(sm) -> dict:
 
 def aggregate_from_snakemake(sm) -> None:
     cells = cells_from_params(sm.params.cells)
-    all_metrics, records = load_indexed(sm.input.records)
+    all_metrics, records = load_indexed(read_index(sm.input.records))
     all_metrics = with_slo(all_metrics, cells, records, goals_of_input(sm))
     summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
     _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
@@ -104,8 +104,9 @@ def figures_from_snakemake(sm) -> None:
 
     # figures of metrics alone (against concurrency, against published figures) read no
     # request records: intervals no figure of theirs draws would cost a large matrix minutes
+    files = read_index(sm.input.records)
     metrics, records = load_indexed(
-        sm.input.records, requests=bool(FIGURES_OF_REQUESTS & set(sm.output.keys()))
+        files, requests=bool(FIGURES_OF_REQUESTS & set(sm.output.keys()))
     )
     all_metrics, cells, records = collapse_repeats(
         metrics, cells_from_params(sm.params.cells), records
@@ -115,10 +116,7 @@ def figures_from_snakemake(sm) -> None:
         "summary": summary_table(all_metrics, cells, records),
         "spec_gain": spec_gain_table(all_metrics, records),
         "latency_samples": lambda: pooled_repeats(
-            {
-                entry.cell: latency_samples_ms(read_requests(entry.requests))
-                for entry in read_index(sm.input.records)
-            }
+            {entry.cell: latency_samples_ms(read_requests(entry.requests)) for entry in files}
         ),
     }
     for key, build in _figure_builders().items():

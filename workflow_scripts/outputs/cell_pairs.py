@@ -21,6 +21,7 @@ from ..loadgen.records import OK, RequestRecord
 from ..vocabulary import Status
 from .changes import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
 from .compact import is_missing
+from .record_index import read_index
 from .repeats import collapse_repeats, repeat_figures
 from .report_html import write_tables_html
 from .tables import merge_with_cells
@@ -260,7 +261,7 @@ def write_comparisons(table: pd.DataFrame, out: Mapping[str, Any]) -> None:
 
 
 def comparisons_from_snakemake(sm) -> None:
-    all_metrics, records = load_indexed(sm.input.records)
+    all_metrics, records = load_indexed(read_index(sm.input.records))
     all_metrics, cells, records = collapse_repeats(
         all_metrics, json.loads(sm.params.cells), records
     )

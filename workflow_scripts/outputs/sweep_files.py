@@ -16,6 +16,7 @@ from ..loadgen.records import RequestRecord
 from ..vocabulary import CellData, CellMetrics, Status
 from .aggregate import cells_from_params
 from .compact import is_missing, number_text, with_interval
+from .record_index import read_index
 from .repeats import collapse_repeats
 from .report_html import esc, html_table, page
 from .sweeps import SweepTables, frontier_stretches, reference_note, series_sections, sweep_tables
@@ -213,5 +214,5 @@ def write_sweeps(
 
 def sweeps_from_snakemake(sm) -> None:
     gpus = json.loads(sm.params.gpus)  # each point's: the cells this rule reads
-    all_metrics, records = load_indexed(sm.input.records, only=list(gpus))
+    all_metrics, records = load_indexed(read_index(sm.input.records, only=list(gpus)))
     write_sweeps(all_metrics, cells_from_params(sm.params.cells), records, gpus, sm.output)

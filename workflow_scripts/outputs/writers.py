@@ -18,7 +18,7 @@ from .compact import (
     is_missing,
     number_text,
 )
-from .record_index import read_index
+from .record_index import CellFiles
 from .repeats import collapse_repeats
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_frame, summary_rows
@@ -154,10 +154,9 @@ def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
 
 
 def load_indexed(
-    index: str | Path, only: Sequence[str] | None = None, requests: bool = True
+    files: Sequence[CellFiles], requests: bool = True
 ) -> tuple[list[CellMetrics], dict[str, list[RequestRecord]]]:
-    """What a table or figure rule reads: each cell of the records index (`only`: just those)
-    as its metrics.json and, unless `requests` is false, its request records."""
-    files = read_index(index, only)
+    """What a table or figure rule reads: each cell of the records index (`read_index`) as its
+    metrics.json and, unless `requests` is false, its request records."""
     records = load_records([entry.requests for entry in files]) if requests else {}
     return load_metrics([entry.metrics for entry in files]), records
