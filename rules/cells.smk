@@ -14,14 +14,7 @@ rule cell:
         "../envs/bench.yaml"
     threads: cell_threads
     resources:
-        machine=cell_resource("machine"),
-        gpu=cell_resource("gpu"),
-        mem_mb=cell_resource("mem_mb"),
-        runtime=cell_resource("runtime"),
-        cpus_per_task=cell_resource("cpus_per_task"),
-        slurm_partition=cell_resource("slurm_partition"),
-        slurm_account=cell_resource("slurm_account"),
-        slurm_extra=cell_resource("slurm_extra"),
+        **CELL_RULE_RESOURCES,
     params:
         cell=cell_settings,
         failed_attempts=cell_failures,
@@ -46,14 +39,8 @@ rule series_server:
         "../envs/bench.yaml"
     threads: 0
     resources:
+        **SERIES_RULE_RESOURCES,
         machine=1,
-        gpu=series_resource("gpu"),
-        mem_mb=series_resource("mem_mb"),
-        runtime=series_resource("runtime"),
-        cpus_per_task=series_resource("cpus_per_task"),
-        slurm_partition=series_resource("slurm_partition"),
-        slurm_account=series_resource("slurm_account"),
-        slurm_extra=series_resource("slurm_extra"),
     params:
         # paths only (they change with results_dir, and then nothing has run there): a param
         # that can change would give this job a reason of its own to run (cell/series.py)

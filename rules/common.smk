@@ -32,6 +32,7 @@ from workflow_scripts.config.resources import (
     without_resources,
 )
 from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
+from workflow_scripts.job_functions import job_function
 from workflow_scripts.outputs.labels import (
     optional_summary_figures,
     report_labels,
@@ -121,10 +122,16 @@ def final_outputs():
     ]
 
 
+# Every function the rules hand Snakemake per job is a @job_function: its signature looked up once,
+# not at each of its calls (workflow_scripts/job_functions.py).
+
+
+@job_function
 def weights_spec(wildcards):
     return canonical_json(WEIGHTS[wildcards.weights])
 
 
+@job_function
 def weights_inputs(wildcards):
     """What a weights step reads: the manifest of the entry it is built from (a synthetic
     model's tokenizer, a derived entry's source) and the stamp of the engine whose tools a
@@ -139,14 +146,17 @@ def weights_inputs(wildcards):
     return inputs
 
 
+@job_function
 def weights_failures(wildcards):
     return failure_count(FAILURES, f"weights-{wildcards.weights}")
 
 
+@job_function
 def engine_spec(wildcards):
     return canonical_json(CONFIG["engines"][wildcards.engine])
 
 
+@job_function
 def engine_failures(wildcards):
     return failure_count(FAILURES, f"engine-{wildcards.engine}")
 
@@ -171,6 +181,7 @@ def cell_resources_of(cell_id):
     return SEARCH_RESOURCES[probe_of(SEARCHES, cell_id)[0].series]
 
 
+@job_function
 def cell_inputs(wildcards):
     inputs = inputs_of(cell_of(wildcards.cell))
     if wildcards.cell in SERIES_OF:
@@ -196,6 +207,7 @@ def series_record(series):
     return SERIES_RECORDS[series]
 
 
+@job_function
 def cell_threads(wildcards):
     """A point of a shared series holds no core: Snakemake adds up the threads of a group's
     jobs that start together, and its points start together (they take turns on the server).
@@ -203,11 +215,13 @@ def cell_threads(wildcards):
     return 0 if wildcards.cell in SERIES_OF else 1
 
 
+@job_function
 def cell_group(wildcards):
     series = SERIES_OF.get(wildcards.cell)
     return f"series-{series}" if series else None
 
 
+@job_function
 def series_inputs(wildcards):
     """What a series' server job reads: what its launch point's cell job reads."""
     if wildcards.series not in SERIES:
@@ -217,6 +231,7 @@ def series_inputs(wildcards):
     return inputs_of(launch_cell(SERIES[wildcards.series]))
 
 
+@job_function
 def series_input_args(wildcards):
     """The series' inputs as its server command's flags (`--engine PATH --weights PATH`)."""
     return " ".join(
@@ -242,17 +257,12 @@ envvars:
     "LLMBENCH_WORKFLOW",
 
 
+@job_function
 def series_launch_file(wildcards):
     return str(launch_path(f"{RESULTS}/cells", wildcards.series))
 
 
-def series_resource(key):
-    def of_series(wildcards):
-        return SERIES_RESOURCES[wildcards.series].get(key)
-
-    return of_series
-
-
+@job_function
 def cell_settings(wildcards):
     """Published reference figures feed only cards and tables: editing one never reruns a cell."""
     if wildcards.cell not in CELL_DICTS:
@@ -260,27 +270,59 @@ def cell_settings(wildcards):
     return canonical_json({**CELL_DICTS[wildcards.cell], "reference": {}})
 
 
+@job_function
 def cell_failures(wildcards):
     return failure_count(FAILURES, wildcards.cell)
 
 
-# The cell rule's resources (workflow_scripts.config.resources): what the Slurm executor requests,
-# and what a local `--resources gpu=N` counts. An unset Slurm key is None: the cluster's default.
+# The cell and series rules' resources (workflow_scripts.config.resources): what the Slurm
+# executor requests, and what a local `--resources gpu=N` counts.
+RESOURCE_KEYS = [
+    "machine",
+    "gpu",
+    "mem_mb",
+    "runtime",
+    "cpus_per_task",
+    "slurm_partition",
+    "slurm_account",
+    "slurm_extra",
+]
 
 
-def cell_resource(key):
-    """The cell rule's resource `key` (validation filled in the defaults): the value itself when
-    every cell asks the same, else a lookup per cell. Snakemake calls a resource function once
-    per job and inspects its signature each time: 5 % of a 200-cell dry run's calls."""
-    every = [*CELL_RESOURCES.values(), *SEARCH_RESOURCES.values()]
-    values = {resources.get(key) for resources in every}
-    if len(values) == 1:
-        return values.pop()
+def declared_resources(every, lookup, keys=RESOURCE_KEYS):
+    """A rule's resources (validation filled in the defaults): for each of `keys` that some job
+    sets, the value itself when every job (`every`: each one's resources) asks the same, else a
+    lookup per job (`lookup(wildcards)`: its resources). Snakemake evaluates every declared
+    resource of every job, a function's signature inspected each time: a key no job sets (None,
+    the cluster's default) is left out, not declared as None."""
+    declared = {}
+    for key in keys:
+        values = {resources.get(key) for resources in every}
+        if len(values) > 1:
+            declared[key] = resource_lookup(lookup, key)
+        elif values and None not in values:
+            declared[key] = values.pop()
+    return declared
 
-    def of_cell(wildcards):
-        return cell_resources_of(wildcards.cell).get(key)
 
-    return of_cell
+def resource_lookup(lookup, key):
+    @job_function
+    def of_job(wildcards):
+        return lookup(wildcards).get(key)
+
+    return of_job
+
+
+CELL_RULE_RESOURCES = declared_resources(
+    [*CELL_RESOURCES.values(), *SEARCH_RESOURCES.values()],
+    lambda wildcards: cell_resources_of(wildcards.cell),
+)
+# The series' server holds the machine whatever its cells ask (rules/cells.smk).
+SERIES_RULE_RESOURCES = declared_resources(
+    SERIES_RESOURCES.values(),
+    lambda wildcards: SERIES_RESOURCES[wildcards.series],
+    keys=[key for key in RESOURCE_KEYS if key != "machine"],
+)
 
 
 def all_cell_metrics():
@@ -332,6 +374,7 @@ SWEEP_GPUS = canonical_json(
 )
 
 
+@job_function
 def sweep_gpus(wildcards):
     return SWEEP_GPUS
 
@@ -349,14 +392,17 @@ def report_inputs():
     ]
 
 
+@job_function
 def all_cells_settings(wildcards):
     return ALL_CELLS_SETTINGS
 
 
+@job_function
 def card_settings(wildcards):
     return canonical_json(CELL_DICTS[wildcards.cell])
 
 
+@job_function
 def cell_report_subcategory(wildcards):
     return CELLS[wildcards.cell].model
 
@@ -364,6 +410,7 @@ def cell_report_subcategory(wildcards):
 def cell_report_labels(figure):
     """A cell's labels in the report for one of its figures (workflow_scripts.outputs.labels)."""
 
+    @job_function
     def of_cell(wildcards):
         return report_labels(CELLS[wildcards.cell], figure)
 

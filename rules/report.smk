@@ -26,7 +26,6 @@ rule card:
             subcategory=cell_report_subcategory,
             labels=cell_report_labels("TTFT and TPOT"),
         ),
-        latency_svg=f"{RESULTS}/cells/{{cell}}/latency.svg",
         memory_plot=report(
             f"{RESULTS}/cells/{{cell}}/memory.png",
             caption="../report/cell_memory.rst",
@@ -34,7 +33,6 @@ rule card:
             subcategory=cell_report_subcategory,
             labels=cell_report_labels("memory over time"),
         ),
-        memory_svg=f"{RESULTS}/cells/{{cell}}/memory.svg",
     log:
         "logs/cards/{cell}.log",
     localrule: True

@@ -20,11 +20,13 @@ GOAL_SLOS = goals_of(CONFIG)
 write_goal_files(GOALS, GOAL_SLOS, SEARCHES.values())
 
 
+@job_function
 def goal_input(wildcards):
     """The goal of the workload a cell comes from (a probe's or a sweep point's: its own)."""
     return str(goal_path(GOALS, goal_workload(cell_of(wildcards.cell))))
 
 
+@job_function
 def card_goal(wildcards):
     """The goal a cell's card judges it against, where its workload has one."""
     cell = cell_of(wildcards.cell)
@@ -59,6 +61,7 @@ def probe_verdict(series):
     return of_key
 
 
+@job_function
 def slo_table_inputs(wildcards):
     """Each series' search file and the judgements of the probes its walk has reached: every
     series walks at once (each stops at its own next probe), not one after another. Plain

@@ -61,7 +61,7 @@ def test_the_run_writes_every_output_for_every_cell(run):
     _, results = run
     for cell in fixture_cells():
         folder = results / "cells" / cell["id"]
-        for name in ("card.md", "card.html", "latency.png", "latency.svg", "memory.png"):
+        for name in ("card.md", "card.html", "latency.png", "memory.png"):
             assert (folder / name).stat().st_size > 0, (cell["id"], name)
     for name in (
         "summary.md",

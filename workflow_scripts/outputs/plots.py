@@ -26,12 +26,14 @@ GROUP_GAP = 1.6
 LOG_SCALE_SPREAD = 20  # a latency axis turns logarithmic when max/min exceeds this
 
 
-def save_figure(fig, path: str | Path) -> None:
-    """Write PNG and SVG atomically (temp file, then rename)."""
+def save_figure(fig, path: str | Path, svg: bool = True) -> None:
+    """Write PNG, and SVG beside it unless `svg` is false, atomically (temp file, then rename).
+    A cell's card draws PNG only: two SVG files per cell were a twentieth of planning a large
+    sweep (docs/measured.md, "Planning a large sweep"), for figures the summary has as SVG."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        for target in (path, path.with_suffix(".svg")):
+        for target in (path, path.with_suffix(".svg")) if svg else (path,):
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=target.suffix, prefix=".plot-")
             os.close(fd)
             try:

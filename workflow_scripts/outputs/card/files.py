@@ -40,8 +40,14 @@ def write_card(
     cell = Cell.of(cell)
     metrics = json.loads(Path(metrics_path).read_text())
     status = status_line(metrics)
-    save_figure(latency_figure(read_requests(requests_path), cell.id, status), out["latency_plot"])
-    save_figure(memory_figure(read_memory(memory_path), cell.id, status), out["memory_plot"])
+    save_figure(
+        latency_figure(read_requests(requests_path), cell.id, status),
+        out["latency_plot"],
+        svg=False,
+    )
+    save_figure(
+        memory_figure(read_memory(memory_path), cell.id, status), out["memory_plot"], svg=False
+    )
     card_dir = Path(out["card_md"]).parent
     plots = [
         (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS

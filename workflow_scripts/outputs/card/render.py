@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from ..report_html import esc, page, rows_table
 from .model import Card
@@ -27,7 +26,7 @@ def render_markdown(card: Card) -> str:
         for label, text in section.code:
             lines += [f"{label}:", "", "```", text, "```", ""]
         for caption, path in section.images:
-            lines += [f"![{caption}]({path}) ([SVG]({Path(path).with_suffix('.svg')}))", ""]
+            lines += [f"![{caption}]({path})", ""]
     lines += ["**Tags:** " + " ".join(f"`{t}`" for t in card.tags), ""]
     return "\n".join(lines)
 

@@ -1,0 +1,26 @@
+"""The functions rules hand Snakemake per job (inputs, params, resources, group, threads), with
+their signatures looked up once. Snakemake inspects a job function's signature at every call, two
+or three times per call (`snakemake.common.get_function_params`): at 1000 sweep points that was
+3 % of a dry run's instructions. Its own helpers (`subpath`, `as_py_module`) set the signature
+with `overwrite_function_params`; so does `job_function`. A Snakemake without that hook only
+loses the saving (tests/test_job_functions.py checks the installed one has it)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TypeVar
+
+try:
+    from snakemake.common import overwrite_function_params
+except ImportError:  # pragma: no cover - a Snakemake without the hook
+    overwrite_function_params = None
+
+Function = TypeVar("Function", bound=Callable)
+
+
+def job_function(function: Function) -> Function:
+    """`function`, with its signature given to Snakemake once (a decorator)."""
+    if overwrite_function_params is not None:
+        overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
