@@ -27,6 +27,7 @@ from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
 from workflow_scripts.config.matrix import build_matrix, validate_config
 from workflow_scripts.config.probes import probe_of
 from workflow_scripts.config.resources import (
+    declared_resources,
     resources_by_cell,
     resources_by_search,
     without_resources,
@@ -277,51 +278,15 @@ def cell_failures(wildcards):
 
 # The cell and series rules' resources (workflow_scripts.config.resources): what the Slurm
 # executor requests, and what a local `--resources gpu=N` counts.
-RESOURCE_KEYS = [
-    "machine",
-    "gpu",
-    "mem_mb",
-    "runtime",
-    "cpus_per_task",
-    "slurm_partition",
-    "slurm_account",
-    "slurm_extra",
-]
-
-
-def declared_resources(every, lookup, keys=RESOURCE_KEYS):
-    """A rule's resources (validation filled in the defaults): for each of `keys` that some job
-    sets, the value itself when every job (`every`: each one's resources) asks the same, else a
-    lookup per job (`lookup(wildcards)`: its resources). Snakemake evaluates every declared
-    resource of every job, a function's signature inspected each time: a key no job sets (None,
-    the cluster's default) is left out, not declared as None."""
-    declared = {}
-    for key in keys:
-        values = {resources.get(key) for resources in every}
-        if len(values) > 1:
-            declared[key] = resource_lookup(lookup, key)
-        elif values and None not in values:
-            declared[key] = values.pop()
-    return declared
-
-
-def resource_lookup(lookup, key):
-    @job_function
-    def of_job(wildcards):
-        return lookup(wildcards).get(key)
-
-    return of_job
-
-
 CELL_RULE_RESOURCES = declared_resources(
     [*CELL_RESOURCES.values(), *SEARCH_RESOURCES.values()],
     lambda wildcards: cell_resources_of(wildcards.cell),
 )
 # The series' server holds the machine whatever its cells ask (rules/cells.smk).
 SERIES_RULE_RESOURCES = declared_resources(
-    SERIES_RESOURCES.values(),
+    list(SERIES_RESOURCES.values()),
     lambda wildcards: SERIES_RESOURCES[wildcards.series],
-    keys=[key for key in RESOURCE_KEYS if key != "machine"],
+    leave_out={"machine"},
 )
 
 

@@ -3,11 +3,18 @@ nothing; none of it reaches a cell's settings; the cell rule hands them to Snake
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from tests.support.pipeline import run_snakemake, tiny_config, write_config
 from workflow_scripts.config.matrix import build_cells, validate_config
-from workflow_scripts.config.resources import BLOCKED_SIZES, resources_by_cell, without_resources
+from workflow_scripts.config.resources import (
+    BLOCKED_SIZES,
+    declared_resources,
+    resources_by_cell,
+    without_resources,
+)
 from workflow_scripts.vocabulary import ConfigError
 
 BASE = "smollm2-135m__llamacpp-cpu__q4_1__none__tiny"
@@ -117,3 +124,17 @@ def test_the_cell_rule_asks_snakemake_for_them(tmp_path):
     assert "slurm_partition=gpu" in jobs[BASE] and "slurm_extra=--qos=high" in jobs[BASE]
     assert "slurm_account" not in jobs[BASE]
     assert "gpu=0" in jobs[BLOCKED] and "slurm_extra" not in jobs[BLOCKED]
+
+
+def test_a_rule_declares_each_resource_some_job_sets():
+    """As a value where all jobs agree, as a job's lookup where they differ, not at all where
+    none sets it (None: the cluster's default) or the rule sets it itself."""
+    by_job = {
+        "a": {"gpu": 1, "mem_mb": 8192, "slurm_account": None, "machine": 0},
+        "b": {"gpu": 0, "mem_mb": 8192, "machine": 0},
+    }
+    declared = declared_resources(
+        list(by_job.values()), lambda wildcards: by_job[wildcards.cell], leave_out={"machine"}
+    )
+    assert set(declared) == {"gpu", "mem_mb"} and declared["mem_mb"] == 8192
+    assert [declared["gpu"](SimpleNamespace(cell=cell)) for cell in by_job] == [1, 0]

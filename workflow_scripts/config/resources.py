@@ -8,8 +8,10 @@ before cells are built: editing them reruns nothing. Each cell's resources are t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
+from ..job_functions import job_function
 from .matrix import Matrix, build_matrix
 
 # A blocked cell only writes its reason: it must never wait in a queue for a GPU, so it also
@@ -72,3 +74,31 @@ def without_resources(config: dict[str, Any]) -> dict[str, Any]:
         for entry in config["cells"]
     ]
     return stripped
+
+
+def declared_resources(
+    every: Collection[dict[str, Any]],
+    lookup: Callable[[Any], dict[str, Any]],
+    leave_out: Collection[str] = (),
+) -> dict[str, Any]:
+    """A rule's `resources:`, for jobs whose resources are `every` (`lookup(wildcards)`: one
+    job's): each key some job sets, as the value itself when every job asks the same, else a
+    function of the job. Snakemake evaluates every declared resource of every job, a function's
+    signature inspected each time: a key no job sets (None, the cluster's default) is left out."""
+    keys = dict.fromkeys(key for resources in every for key in resources if key not in leave_out)
+    declared: dict[str, Any] = {}
+    for key in keys:
+        values = {resources.get(key) for resources in every}
+        if len(values) > 1:
+            declared[key] = _resource_of_job(lookup, key)
+        elif None not in values:
+            declared[key] = values.pop()
+    return declared
+
+
+def _resource_of_job(lookup: Callable[[Any], dict[str, Any]], key: str) -> Callable[[Any], Any]:
+    @job_function
+    def of_job(wildcards):
+        return lookup(wildcards).get(key)
+
+    return of_job
