@@ -16,6 +16,7 @@ per cell, cards of each cell, tables that read every cell).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -107,10 +108,10 @@ TRIVIAL_ACTIONS = {
 }
 
 
-def dry_run(argv: list[str], cwd: Path) -> tuple[float, int]:
+def dry_run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int]:
     """Wall seconds of one dry run and the number of jobs it planned."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"dry run failed: {' '.join(argv)}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -132,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         configfile.write_text(yaml.safe_dump(matrix_config(work, args.points)))
         pipeline = [*snakemake, "--snakefile", str(REPO / "Snakefile")]
         pipeline += ["--configfile", str(configfile)]
-        _, jobs = dry_run(pipeline, REPO)  # also warms the file cache
+        # Also warms the file cache, and writes the bytecode of workflow_scripts as a user's
+        # first run does (where PYTHONDONTWRITEBYTECODE is set, as on some CI machines, every
+        # run would compile its modules again: a cost no user's second plan pays).
+        bytecode_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        _, jobs = dry_run(pipeline, REPO, bytecode_env)
         runs = {"pipeline": (pipeline, REPO)}
         for name, action in TRIVIAL_ACTIONS.items():
             trivial_dir = work / f"trivial-{name}"

@@ -16,7 +16,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 from workflow_scripts.atomic import canonical_json
-from workflow_scripts.cell.failures import failure_count
+from workflow_scripts.cell.failures import failure_counts
 from workflow_scripts.cell.series import (
     forget_provenance,
     launch_path,
@@ -86,6 +86,9 @@ onerror:
 RESULTS = CONFIG["results_dir"]
 SERIES_RECORDS = {name: str(record_path(f"{RESULTS}/cells", name)) for name in SERIES}
 FAILURES = f"{RESULTS}/failures"
+# What each key (cell id, `engine-<name>`, `weights-<key>`) has failed so far: a job's param, so
+# a failed one is retried next run (workflow_scripts.cell.failures).
+FAILED_ATTEMPTS = failure_counts(FAILURES)
 WEIGHTS = {}
 # A search's probes run its template's weights (rules/search.smk).
 for _cell in [*CELLS.values(), *(search.template for search in SEARCHES.values())]:
@@ -149,7 +152,7 @@ def weights_inputs(wildcards):
 
 @job_function
 def weights_failures(wildcards):
-    return failure_count(FAILURES, f"weights-{wildcards.weights}")
+    return FAILED_ATTEMPTS.get(f"weights-{wildcards.weights}", 0)
 
 
 @job_function
@@ -159,7 +162,7 @@ def engine_spec(wildcards):
 
 @job_function
 def engine_failures(wildcards):
-    return failure_count(FAILURES, f"engine-{wildcards.engine}")
+    return FAILED_ATTEMPTS.get(f"engine-{wildcards.engine}", 0)
 
 
 def cell_of(cell_id):
@@ -273,7 +276,7 @@ def cell_settings(wildcards):
 
 @job_function
 def cell_failures(wildcards):
-    return failure_count(FAILURES, wildcards.cell)
+    return FAILED_ATTEMPTS.get(wildcards.cell, 0)
 
 
 # The cell and series rules' resources (workflow_scripts.config.resources): what the Slurm

@@ -17,6 +17,18 @@ def failure_count(failures_dir: str | Path, cell_id: str) -> int:
         return 0
 
 
+def failure_counts(failures_dir: str | Path) -> dict[str, int]:
+    """Every key's failure count, read in one listing (the Snakefile's params take them at
+    parse time: a large matrix's cells are mostly without a counter, and an open that fails
+    for each was most of what their params cost)."""
+    counts = {}
+    for path in Path(failures_dir).glob("*.count"):
+        count = failure_count(failures_dir, path.stem)
+        if count:
+            counts[path.stem] = count
+    return counts
+
+
 def bump_failures(failures_dir: str | Path, cell_id: str) -> int:
     count = failure_count(failures_dir, cell_id) + 1
     write_text(Path(failures_dir) / f"{cell_id}.count", f"{count}\n")
