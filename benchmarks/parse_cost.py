@@ -5,12 +5,16 @@ each: one whose rule runs a shell command, and one whose rule runs a script (`sc
 of every rule here; Snakemake reads each job's script and imports nbformat for it, whatever the
 workflow). Prints the medians and their ratios (the goal: at most 1.5x), and the minimums and
 theirs: on a shared VM other load only ever adds time, so the minimums are the least noisy.
+Wall times of one command can still drift by a fifth within an hour on a shared VM: with
+`--instructions`, each Snakefile's dry run is also counted once in instructions (valgrind's
+cachegrind; exact, repeatable, and blind to other load), which is the measure to compare trees by.
 The difference is what the pipeline adds to Snakemake's own work: its parse-time code (config
 validation, the cell list, the helpers rules/common.smk imports) and a richer DAG (several files
 per cell, cards of each cell, tables that read every cell).
 
     python benchmarks/parse_cost.py --repeat 9
     python benchmarks/parse_cost.py --repeat 5 --points 1000   # a 1000-point sweep
+    python benchmarks/parse_cost.py --repeat 1 --points 1000 --instructions   # + valgrind
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -119,13 +125,46 @@ def dry_run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> tu
     return seconds, int(total.group(1)) if total else 0
 
 
+def instructions(argv: list[str], cwd: Path) -> int:
+    """Instructions one dry run executes, counted by valgrind's cachegrind (no cache model)."""
+    counted = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    proc = subprocess.run([*counted, *argv], cwd=cwd, capture_output=True, text=True)
+    refs = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
+    if proc.returncode != 0 or not refs:
+        sys.exit(f"counted dry run failed: {' '.join(argv)}\n{proc.stderr[-2000:]}")
+    return int(refs.group(1).replace(",", ""))
+
+
+def count_instructions(runs: dict[str, tuple[list[str], Path]]) -> dict[str, int]:
+    """Each Snakefile's instructions, two counted at a time (a count does not depend on what
+    else runs)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = pool.map(lambda run: instructions(*run), runs.values())
+        return dict(zip(runs, counts, strict=True))
+
+
+def print_instructions(counts: dict[str, int]) -> None:
+    for name, count in counts.items():
+        print(f"{name:15s} {count / 1e9:.2f} G instructions")
+    for name in TRIVIAL_ACTIONS:
+        ratio = counts["pipeline"] / counts[f"trivial {name}"]
+        print(f"pipeline / trivial {name}: {ratio:.2f}x in instructions")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument(
         "--points", type=int, help="a sweep of this many points instead of the 200-cell matrix"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each dry run's instructions under valgrind (minutes each)",
+    )
     args = parser.parse_args(argv)
+    if args.instructions and not shutil.which("valgrind"):
+        sys.exit("--instructions needs valgrind on PATH (Debian: apt-get install valgrind)")
     snakemake = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--quiet", "rules"]
     with tempfile.TemporaryDirectory(prefix="parse-cost-") as tmp:
         work = Path(tmp)
@@ -153,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat):  # interleaved, so load on the machine hits all alike
             for name, (argv, cwd) in runs.items():
                 times[name].append(dry_run(argv, cwd)[0])
+        counts = count_instructions(runs) if args.instructions else None
     medians = {name: statistics.median(values) for name, values in times.items()}
     minimums = {name: min(values) for name, values in times.items()}
     print(f"jobs: {jobs} in each")
@@ -163,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         median_ratio = medians["pipeline"] / medians[f"trivial {name}"]
         min_ratio = minimums["pipeline"] / minimums[f"trivial {name}"]
         print(f"pipeline / trivial {name}: median {median_ratio:.2f}x  min {min_ratio:.2f}x")
+    if counts:
+        print_instructions(counts)
     return 0
 
 
