@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -130,3 +131,14 @@ def standin() -> Iterator[StandinServers]:
         yield servers
     finally:
         servers.stop_all()
+
+
+# --- signals: the Ctrl-C tests send SIGINT to the processes they start, and each inherits how
+# this one treats it. Started in the background by a shell without job control (`cmd &` in a
+# script, `nohup`), pytest runs with SIGINT ignored, so did every child, and those tests failed
+# for that alone: the suite gives its children the default back.
+
+
+def pytest_configure(config):
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
