@@ -153,6 +153,7 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     proc = chromium(
         "--window-size=1400,1800",
         "--virtual-time-budget=10000",
+        "--run-all-compositor-stages-before-draw",  # the shot waits for a finished frame
         f"--screenshot={shot}",
         url,
         user_data_dir=tmp_path / "profile-shot",
@@ -161,8 +162,11 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     pixels = matplotlib.image.imread(shot)[:, :, :3]
     assert pixels.shape[:2] == (1800, 1400)
     assert pixels.std() > 0.05  # not blank
-    not_white = (pixels < 0.95).any(axis=2).mean()
-    assert not_white > 0.1, f"only {not_white:.1%} of the page is drawn"
+    # Our front page's column only (right of Snakemake's menu, left of its rule graph): the
+    # menu is a translucent, blurred layer that one CI run's shot came without (9.9 % of the
+    # page drawn instead of 24 %) though the page was whole. Here the column is 13 % drawn.
+    column = (pixels[:, 260:1130] < 0.95).any(axis=2).mean()
+    assert column > 0.06, f"only {column:.1%} of the front page's column is drawn"
     colours = np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 50  # text, table and figures, not a flat fill
 
