@@ -4,6 +4,7 @@ difference reported between two runs of one distribution."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -337,3 +338,21 @@ def test_relabelled_rates_as_products_match_the_gathered_index_sets():
     np.testing.assert_array_equal(
         change_stats.relabeling_swaps(60, 256, rows=slice(5, 9)), swap[5:9]
     )
+
+
+def test_runs_that_cannot_be_paired_resample_each_run_on_its_own():
+    """Cells whose prompts come from different datasets: their prompt indices name different
+    prompts, so nothing is paired by index, whether the indices overlap or not."""
+    rng = np.random.default_rng(6)
+    base = simulate_run(rng, n=60)
+    faster = simulate_run(rng, n=60, tpot_scale=1 / 1.5)
+    disjoint = [dataclasses.replace(r, prompt_index=r.prompt_index + 1000) for r in faster]
+    figures = ("decode_tok_s", "tpot_median_ms")
+    for new in (faster, disjoint):
+        found = change_stats.cell_changes([], [], base, new, figures, same_prompts=False)
+        assert (found.method, found.basis) == (change_stats.UNPAIRED, "60 + 60 requests")
+        for name in figures:
+            change = found.changes[name]
+            assert change.source == change_stats.UNPAIRED and change.common_prompts == 0
+            assert change.lo_pct < change.change_pct < change.hi_pct, name
+            assert change.verdict == change_stats.FASTER, name

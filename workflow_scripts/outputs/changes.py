@@ -163,7 +163,6 @@ def paired_changes(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     relabelings: int = RELABELINGS,
-    paired: bool = True,
 ) -> dict[str, Change]:
     """The change of each figure over the prompts both runs completed (each run's figures on
     those prompts, spanning their own duration, as the spec gain's *_common columns), with a
@@ -323,7 +322,7 @@ def cell_changes(
     if same_prompts and shared >= 2:
         changes = paired_changes(base_records, new_records, figures, resamples)
         return CellChanges(changes, PAIRED_PROMPTS, f"{shared} prompts")
-    changes = paired_changes(base_records, new_records, figures, resamples, paired=False)
+    changes = _unpaired_changes(base_records, new_records, figures, resamples, SEED)
     counts = (len(_completed(base_records)), len(_completed(new_records)))
     return CellChanges(changes, UNPAIRED, f"{counts[0]} + {counts[1]} requests")
 
