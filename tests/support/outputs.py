@@ -56,17 +56,19 @@ def results_tree(workdir: Path) -> Path:
         shutil.copytree(FIXTURES / name, results / name)
     shutil.copy(CONFIG, workdir / "matrix.yaml")
     # Newer than the rules' scripts (Snakemake reruns a job whose script is newer than its
-    # output), even right after a checkout or a merge dated them now.
+    # output) and never in the future (an output then reads older than its input: "clock
+    # skew"), so right after an edit or a checkout this waits the two seconds that takes.
     code = [
         REPO / "Snakefile",
         *(REPO / "rules").iterdir(),
         *(REPO / "workflow_scripts").rglob("*.py"),
     ]
-    stamp = max(time.time(), max(path.stat().st_mtime for path in code) + 200)
+    manifests = max(path.stat().st_mtime for path in code) + 1
+    time.sleep(max(0.0, manifests + 1.1 - time.time()))
     for path in results.rglob("*"):
         if path.is_file():
-            age_s = 100 if path.parts[-2] in ("engines", "weights") else 50
-            os.utime(path, (stamp - age_s, stamp - age_s))
+            stamp = manifests if path.parts[-2] in ("engines", "weights") else manifests + 1
+            os.utime(path, (stamp, stamp))
     return results
 
 
