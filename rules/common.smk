@@ -35,6 +35,7 @@ from workflow_scripts.config.resources import (
 from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
 from workflow_scripts.job_functions import job_function
 from workflow_scripts.outputs.labels import (
+    front_page_files,
     optional_summary_figures,
     report_labels,
     sweep_cell_ids,
@@ -345,6 +346,11 @@ SWEEP_GPUS = canonical_json(
 @job_function
 def sweep_gpus(wildcards):
     return SWEEP_GPUS
+
+
+def front_page_inputs():
+    """The sweep and search outputs the report's front page shows beside the index."""
+    return front_page_files([*SWEEP_OUTPUTS, *search_outputs()])
 
 
 def report_inputs():

@@ -264,10 +264,13 @@ rule reference_figure:
         "../workflow_scripts/entry/summary_figures.py"
 
 
+# The report's front page (workflow_scripts/outputs/front_page.py): the index, the sweeps' and
+# searches' answers, every summary figure.
 rule overview:
     input:
         index=f"{RESULTS}/summary/index.csv",
         figures=summary_figures(),
+        answers=front_page_inputs(),
     output:
         overview=f"{RESULTS}/summary/overview.html",
     log:

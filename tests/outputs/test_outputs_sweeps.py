@@ -20,6 +20,7 @@ from tests.outputs.test_stats import simulate_run
 from tests.support.outputs import REPO, fixture_cells, results_tree
 from tests.support.pipeline import run_snakemake
 from tests.support.sweeps import point_cell, point_metrics, series_cells, spread
+from workflow_scripts.outputs import front_page as front_page_module
 from workflow_scripts.outputs import labels, stats, sweeps
 from workflow_scripts.outputs.card import build_card, render_markdown
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, SLOWER
@@ -451,6 +452,42 @@ def test_the_rule_body_writes_every_file_with_the_contract_columns(tmp_path):
     assert "Who owns each stretch" in out["pareto_md"].read_text()
     html = out["sweeps_html"].read_text()
     assert "Each series" in html and "Where a drafter stops paying" in html
+
+
+def front_page(answers) -> str:
+    index = pd.DataFrame({"Configuration": ["a cell"]})
+    return front_page_module.overview_fragment(index, [], ["intro"], [str(p) for p in answers])
+
+
+def test_the_front_page_answers_where_the_drafter_stops_paying_with_its_figures(tmp_path):
+    base, base_m = done_series(False, [10.0, 18.0, 30.0, 45.0], [20.0, 25.0, 40.0, 50.0])
+    draft, draft_m = done_series(True, [15.0, 20.0, 28.0, 40.0], [15.0, 20.0, 42.0, 60.0])
+    out = outputs_under(tmp_path)
+    write_sweeps(base_m + draft_m, [c.to_dict() for c in base + draft], {}, {}, out)
+    summary = [f"results/summary/{name}" for name in labels.sweep_outputs(base + draft)]
+    shown = labels.front_page_files(summary)
+    assert sorted(Path(p).name for p in shown) == [
+        "pareto.png",
+        "spec_crossover.csv",
+        "spec_gain_sweep.png",
+    ]
+    html = front_page(tmp_path / Path(p).name for p in shown)
+    sweeps_at, figures_at = html.index("<h2>Load sweeps</h2>"), html.index("<h2>Figures</h2>")
+    assert html.index("<h2>Index</h2>") < sweeps_at < figures_at  # before the cells' figures
+    section = html[sweeps_at:figures_at]
+    assert "Where a drafter stops paying" in section
+    row = re.search(r"<tr><td>[^<]*__ngram__sweep</td>(.*?)</tr>", section).group(1)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
+    assert cells == ["concurrency", "2", "4", "faster up to c2, not from c4"]  # 2, not 2.0
+    assert section.count('src="data:image/png;base64,') == 2
+    assert 'alt="The drafter&#x27;s gain across load"' in section
+    # a sweep without a drafter has no crossover: the frontier alone, under its heading
+    write_sweeps(base_m, [c.to_dict() for c in base], {}, {}, out)
+    html = front_page(tmp_path / Path(p).name for p in shown)
+    assert "<h2>Load sweeps</h2>" in html and "Where a drafter stops paying" not in html
+    assert html.count('src="data:image/png;base64,') == 1
+    assert 'alt="Throughput against interactivity: the frontier"' in html
+    assert front_page([]).count("<h2>") == 2  # no sweep, no search: the index and figures
 
 
 def test_the_figures_say_why_when_there_is_nothing_to_draw(tmp_path):

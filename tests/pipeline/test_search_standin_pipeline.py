@@ -135,6 +135,12 @@ def test_the_search_finds_the_laws_largest_passing_load_and_stops_at_the_smalles
         assert "slo" not in metrics  # the measurement alone: a goal is no part of it
     assert (workdir / "results/summary/slo_search.png").stat().st_size > 0
     assert "Latency goals" in (workdir / "results/report.html").read_text()  # its category
+    front = (workdir / "results/summary/overview.html").read_text()  # the report's front page
+    answer = front[front.index("<h2>Latency goal</h2>") : front.index("<h2>Figures</h2>")]
+    shown = re.search(rf"<tr><td>{SERIES}</td>(.*?)</tr>", answer).group(1)
+    slo, over, largest, smallest, _ = re.findall(r"<td[^>]*>([^<]*)</td>", shown)
+    assert (over, largest, smallest) == ("concurrency", str(expected), str(expected + 1))
+    assert slo == row["slo"] and 'alt="Latency goal: each probe of each search"' in answer
     assert (workdir / "results/summary/slo_drafter.csv").exists()
 
 

@@ -104,6 +104,12 @@ def test_the_sweep_tables_have_a_row_per_point(sweep_run):
     assert sorted(float(g["concurrency"]) for g in gains) == POINTS
     assert (workdir / "results/summary/pareto.png").stat().st_size > 0
     assert (workdir / "results/summary/spec_gain_sweep.png").stat().st_size > 0
+    with open(workdir / "results/summary/spec_crossover.csv") as handle:
+        (crossover,) = list(csv.DictReader(handle))
+    front = (workdir / "results/summary/overview.html").read_text()  # the report's front page
+    answer = front[front.index("<h2>Load sweeps</h2>") : front.index("<h2>Figures</h2>")]
+    assert f"<td>{crossover['summary']}</td>" in answer
+    assert answer.count('src="data:image/png;base64,') == 2  # the frontier and the gain
     # the terminal's end-of-run table: a line per point, then the outcome
     tail = (proc.stdout + proc.stderr).split("\ncell ")[-1].splitlines()
     done = [line for line in tail if line.startswith("smollm2-135m__") and " done " in line]

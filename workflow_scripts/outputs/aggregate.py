@@ -1,20 +1,16 @@
-"""The bodies of the summary rules (`aggregate`, the summary figure rules, `overview`): read the
-rule's inputs, call the tables, spec gain and plots, write the rule's outputs."""
+"""The bodies of the summary rules (`aggregate`, the summary figure rules): read the rule's
+inputs, call the tables, spec gain and plots, write the rule's outputs."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 
-import pandas as pd
-
-from ..atomic import write_text
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
 from .record_index import read_index
 from .repeats import collapse_repeats
-from .report_html import overview_fragment, write_tables_html
+from .report_html import write_tables_html
 from .slo_cells import read_goals, with_slo
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_table
@@ -57,16 +53,6 @@ def aggregate_from_snakemake(sm) -> None:
             )
         ],
     )
-
-
-FIGURE_TITLES = {
-    "decode_tok_s": "Decode tok/s per cell",
-    "latency": "TTFT and TPOT per cell",
-    "peak_memory": "Peak memory per cell",
-    "spec_gain": "Speculative decoding: base vs drafter",
-    "throughput_vs_concurrency": "Decode tok/s vs concurrency",
-    "measured_vs_reference": "Measured vs published reference",
-}
 
 
 # The summary figures drawn from the request records too (intervals, latency samples).
@@ -123,12 +109,3 @@ def figures_from_snakemake(sm) -> None:
         path = sm.output.get(key)  # the rule's named outputs say which figures it draws
         if path is not None:
             save_figure(build(data), path)
-
-
-def overview_from_snakemake(sm) -> None:
-    """The report's front page: the index table and every summary figure, embedded."""
-    index = pd.read_csv(sm.input.index, dtype=str, keep_default_na=False)
-    figures = [
-        (FIGURE_TITLES.get(Path(path).stem, Path(path).stem), path) for path in sm.input.figures
-    ]
-    write_text(sm.output.overview, overview_fragment(index, figures, [INDEX_INTRO]))

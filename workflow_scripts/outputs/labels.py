@@ -68,6 +68,20 @@ SWEEP_TABLES = ["sweeps", "pareto", "spec_gain_sweep", "spec_crossover"]
 SWEEP_FIGURES = ["pareto", "sweep_latency", "spec_gain_sweep"]
 
 
+# The front page's answers beside the index (the overview rule): where a drafter stops paying
+# (a matrix with sweeps) and the largest load within a latency goal (one with searches), each
+# a table under summary/ and the figures shown below it.
+FRONT_PAGE_ANSWERS = {"spec_crossover": ("pareto", "spec_gain_sweep"), "slo": ("slo_search",)}
+
+
+def front_page_files(summary_files: Sequence[str]) -> list[str]:
+    """The files among `summary_files` (a matrix's sweep and search outputs) the front page
+    shows: each answer's table (CSV) and figures (PNG)."""
+    names = {f"{table}.csv" for table in FRONT_PAGE_ANSWERS}
+    names |= {f"{figure}.png" for figures in FRONT_PAGE_ANSWERS.values() for figure in figures}
+    return [path for path in summary_files if path.rsplit("/", 1)[-1] in names]
+
+
 def sweep_cell_ids(cells: Sequence[CellData]) -> list[str]:
     """The cells that are points of a sweep (their repeats too): what the sweeps rule reads."""
     return [cell.id for cell in map(Cell.of, cells) if cell.sweep is not None]

@@ -1,5 +1,5 @@
 """Small self-contained HTML pieces for the Snakemake report: tables, pages with embedded
-figures, and the front-page overview that report/workflow.rst includes."""
+figures (the front page that report/workflow.rst includes is front_page.py's)."""
 
 from __future__ import annotations
 
@@ -115,19 +115,6 @@ def write_tables_html(
         for heading, frame, note in tables
     )
     write_text(path, page(title, body))
-
-
-def overview_fragment(
-    index: pd.DataFrame, figures: Sequence[tuple[str, str | Path]], notes: Sequence[str] = ()
-) -> str:
-    """The report's front page body: the index table, then every summary figure, embedded."""
-    parts = [f"<style>{STYLE}</style>", '<div class="llmbench-overview">', "<h2>Index</h2>"]
-    parts += [f"<p>{esc(n)}</p>" for n in notes]
-    parts.append(html_table(index))
-    parts.append("<h2>Figures</h2>")
-    parts += [figure_html(path, caption) for caption, path in figures]
-    parts.append("</div>")
-    return "\n".join(parts) + "\n"
 
 
 def report_command(

@@ -1,0 +1,135 @@
+"""The report's front page (the `overview` rule, included by report/workflow.rst): the index,
+then what a matrix's sweeps and searches answer (where a drafter stops paying, the largest load
+within a latency goal) with their figures, then every summary figure, embedded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..atomic import write_text
+from .labels import FRONT_PAGE_ANSWERS
+from .report_html import STYLE, esc, figure_html, html_table
+from .sweep_files import CROSSOVER_INTRO, CROSSOVER_TITLE
+from .writers import INDEX_INTRO
+
+FIGURE_TITLES = {
+    "decode_tok_s": "Decode tok/s per cell",
+    "latency": "TTFT and TPOT per cell",
+    "peak_memory": "Peak memory per cell",
+    "spec_gain": "Speculative decoding: base vs drafter",
+    "throughput_vs_concurrency": "Decode tok/s vs concurrency",
+    "measured_vs_reference": "Measured vs published reference",
+    "pareto": "Throughput against interactivity: the frontier",
+    "spec_gain_sweep": "The drafter's gain across load",
+    "slo_search": "Latency goal: each probe of each search",
+}
+
+SLO_TITLE = "The largest load within the latency goal"
+SLO_INTRO = (
+    "One row per searched series: the largest load that meets the goal and the smallest that "
+    "fails it; goodput counts the completion tokens of the requests that met every objective, "
+    "per second, at the largest passing load. slo.md has each probe and how it was decided."
+)
+
+
+@dataclass(frozen=True)
+class AnswerTable:
+    """How the front page shows one answer's table: its section, title and intro, the columns
+    a reader needs, which of them are loads (a concurrency or a request rate), and the figures
+    that draw its rows (left out with them)."""
+
+    section: str
+    title: str
+    intro: str
+    columns: tuple[str, ...]
+    loads: tuple[str, ...]
+    figures_of_rows: tuple[str, ...] = ()
+
+
+ANSWER_TABLES = {
+    "spec_crossover": AnswerTable(
+        "Load sweeps",
+        CROSSOVER_TITLE,
+        CROSSOVER_INTRO,
+        ("series", "axis", "last_faster", "first_not_faster", "summary"),
+        ("last_faster", "first_not_faster"),
+        ("spec_gain_sweep",),
+    ),
+    "slo": AnswerTable(
+        "Latency goal",
+        SLO_TITLE,
+        SLO_INTRO,
+        ("series", "slo", "over", "largest_passing", "smallest_failing", "goodput_decode_tok_s"),
+        ("largest_passing", "smallest_failing"),
+    ),
+}
+
+
+def _load_text(value: str) -> str:
+    """A load as the config wrote it: `3`, not the `3.0` of a CSV column with gaps."""
+    return f"{float(value):g}" if value else ""
+
+
+def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
+    """The rows of one answer's table the front page shows (numbers as numbers)."""
+    table = ANSWER_TABLES[stem]
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)[list(table.columns)]
+    for column in frame.columns:
+        if column in table.loads:
+            frame[column] = frame[column].map(_load_text)
+        elif column.endswith("_tok_s"):
+            frame[column] = pd.to_numeric(frame[column])
+    return frame
+
+
+def answers_html(answers: Sequence[str]) -> list[str]:
+    """A section per answer the files `answers` hold, in FRONT_PAGE_ANSWERS' order: the table
+    and its figures, those of its rows only when it has rows (a sweep without a drafter has a
+    frontier, no crossover and no gain)."""
+    by_name = {Path(path).name: path for path in answers}
+    parts = []
+    for stem, figure_stems in FRONT_PAGE_ANSWERS.items():
+        if f"{stem}.csv" not in by_name:
+            continue
+        table = ANSWER_TABLES[stem]
+        frame = answer_rows(stem, by_name[f"{stem}.csv"])
+        parts.append(f"<h2>{esc(table.section)}</h2>")
+        if len(frame):
+            parts += [f"<h3>{esc(table.title)}</h3>", f"<p>{esc(table.intro)}</p>"]
+            parts.append(html_table(frame))
+        parts += [
+            figure_html(by_name[f"{figure}.png"], FIGURE_TITLES[figure])
+            for figure in figure_stems
+            if f"{figure}.png" in by_name and (len(frame) or figure not in table.figures_of_rows)
+        ]
+    return parts
+
+
+def overview_fragment(
+    index: pd.DataFrame,
+    figures: Sequence[tuple[str, str | Path]],
+    notes: Sequence[str] = (),
+    answers: Sequence[str] = (),
+) -> str:
+    """The front page's body: the index table, the answers' sections, every summary figure."""
+    parts = [f"<style>{STYLE}</style>", '<div class="llmbench-overview">', "<h2>Index</h2>"]
+    parts += [f"<p>{esc(n)}</p>" for n in notes]
+    parts.append(html_table(index))
+    parts += answers_html(answers)
+    parts.append("<h2>Figures</h2>")
+    parts += [figure_html(path, caption) for caption, path in figures]
+    parts.append("</div>")
+    return "\n".join(parts) + "\n"
+
+
+def overview_from_snakemake(sm) -> None:
+    index = pd.read_csv(sm.input.index, dtype=str, keep_default_na=False)
+    figures = [
+        (FIGURE_TITLES.get(Path(path).stem, Path(path).stem), path) for path in sm.input.figures
+    ]
+    answers = list(sm.input.get("answers") or [])
+    write_text(sm.output.overview, overview_fragment(index, figures, [INDEX_INTRO], answers))
