@@ -17,6 +17,7 @@ from tests.support.outputs import (
     fixture_cells,
     fixture_metrics,
 )
+from workflow_scripts.loadgen.records import read_records
 from workflow_scripts.outputs import plots, plots_cell
 from workflow_scripts.outputs.spec_gain import SPEC_GAIN_COLUMNS, spec_gain_table
 from workflow_scripts.outputs.tables import merge_with_cells, summary_table
@@ -34,9 +35,7 @@ def tables(tmp_path):
 
 def latency_samples() -> dict:
     return {
-        cell: plots_cell.latency_samples_ms(
-            plots_cell.read_requests(cell_files(cell) / "requests.jsonl")
-        )
+        cell: plots_cell.latency_samples_ms(read_records(cell_files(cell) / "requests.jsonl"))
         for cell in (BASE, DRAFTER, BASE_C4, FAILED)
     }
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 OK = "ok"
@@ -46,3 +48,9 @@ class RequestRecord:
             return cls(**data)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+def read_records(path: str | Path) -> list[RequestRecord]:
+    """A requests.jsonl file's records, in the order they were written."""
+    lines = Path(path).read_text().splitlines()
+    return [RequestRecord.from_dict(json.loads(line)) for line in lines if line.strip()]

@@ -86,23 +86,23 @@ def pooled_repeats(samples: Mapping[str, Mapping[str, list[float]]]) -> dict[str
 def figures_from_snakemake(sm) -> None:
     """Draw every summary figure the rule names among its outputs (PNG + SVG)."""
     from .plots import save_figure
-    from .plots_cell import latency_samples_ms, read_requests
+    from .plots_cell import latency_samples_ms
 
     # figures of metrics alone (against concurrency, against published figures) read no
     # request records: intervals no figure of theirs draws would cost a large matrix minutes
     files = read_index(sm.input.records)
-    metrics, records = load_indexed(
+    metrics, records_by_run = load_indexed(
         files, requests=bool(FIGURES_OF_REQUESTS & set(sm.output.keys()))
     )
     all_metrics, cells, records = collapse_repeats(
-        metrics, cells_from_params(sm.params.cells), records
+        metrics, cells_from_params(sm.params.cells), records_by_run
     )
     all_metrics = merge_with_cells(all_metrics, cells)
     data = {
         "summary": summary_table(all_metrics, cells, records),
         "spec_gain": spec_gain_table(all_metrics, records),
         "latency_samples": lambda: pooled_repeats(
-            {entry.cell: latency_samples_ms(read_requests(entry.requests)) for entry in files}
+            {run: latency_samples_ms(runs) for run, runs in records_by_run.items()}
         ),
     }
     for key, build in _figure_builders().items():

@@ -4,7 +4,6 @@ requests.jsonl and memory over time, phases shaded, from memory.csv."""
 from __future__ import annotations
 
 import csv
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,11 +22,6 @@ PHASE_COLORS = {
     "bench": "#a8c8e8",
     "teardown": "#e8b8b8",
 }
-
-
-def read_requests(path: str | Path) -> list[dict[str, Any]]:
-    text = Path(path).read_text() if Path(path).exists() else ""
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def read_memory(path: str | Path) -> list[dict[str, Any]]:
@@ -50,10 +44,9 @@ def read_memory(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def latency_samples_ms(records: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+def latency_samples_ms(records: Sequence[RequestRecord]) -> dict[str, list[float]]:
     """TTFT and TPOT (ms) of measured, completed requests, defined as in loadgen.metrics."""
-    done = [RequestRecord.from_dict(r) for r in records]
-    done = [r for r in done if r.status == OK and not r.warmup]
+    done = [r for r in records if r.status == OK and not r.warmup]
     return {
         "ttft_ms": sorted(r.ttft_s * 1000 for r in done if r.ttft_s is not None),
         "tpot_ms": sorted(t * 1000 for r in done if (t := tpot_s(r)) is not None),
@@ -76,7 +69,7 @@ def _cdf(ax, values: Sequence[float], xlabel: str, title: str) -> None:
     ax.grid(alpha=0.3)
 
 
-def latency_figure(records: Sequence[Mapping[str, Any]], cell: str, status: str = Status.DONE):
+def latency_figure(records: Sequence[RequestRecord], cell: str, status: str = Status.DONE):
     """CDFs of TTFT and TPOT over one cell's completed requests."""
     samples = latency_samples_ms(records)
     if not samples["ttft_ms"]:

@@ -18,6 +18,7 @@ from typing import Any
 from ..atomic import canonical_json, write_json, write_text
 from ..config.probes import SearchSeries, probe_key
 from ..config.search import Plan, ProbeKey, SearchSpec, next_probe
+from ..loadgen.records import RequestRecord, read_records
 from ..slo.objectives import Slo
 from ..slo.point import PointResult, evaluate_point
 from ..slo.verdict import Verdict
@@ -82,11 +83,7 @@ def write_goal_files(
         write_if_changed(search_path(goals_dir, search.series), search_record(search))
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-def judge(slo: Slo, metrics: Mapping[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def judge(slo: Slo, metrics: Mapping[str, Any], records: list[RequestRecord]) -> dict[str, Any]:
     """A cell's `slo.json`: the goal it was judged under and, for a cell that ran, its point
     result (`verdict` at the top, None for a cell that did not run: it decides nothing)."""
     out: dict[str, Any] = {

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import write_text
-from ..loadgen.records import RequestRecord
+from ..loadgen.records import RequestRecord, read_records
 from ..vocabulary import CellData, CellMetrics
 from .compact import (
     compact_view,
@@ -146,11 +146,7 @@ def write_tables(
 
 def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
     """Each cell's request records, keyed by cell id (the folder name)."""
-    out = {}
-    for path in map(Path, paths):
-        lines = path.read_text().splitlines()
-        out[path.parent.name] = [RequestRecord.from_dict(json.loads(x)) for x in lines if x]
-    return out
+    return {Path(path).parent.name: read_records(path) for path in paths}
 
 
 def load_indexed(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ...atomic import write_text
-from ...loadgen.records import RequestRecord
+from ...loadgen.records import read_records
 from ...vocabulary import Cell, CellData
 from ..record_index import files_of
 from ..report_html import data_uri
@@ -35,16 +35,13 @@ def write_card(
     card_md, card_html, latency_plot, memory_plot); `goal` the file of its workload's latency
     goal, if it has one (the card judges the run against it)."""
     from ..plots import save_figure
-    from ..plots_cell import latency_figure, memory_figure, read_memory, read_requests
+    from ..plots_cell import latency_figure, memory_figure, read_memory
 
     cell = Cell.of(cell)
     metrics = json.loads(Path(metrics_path).read_text())
     status = status_line(metrics)
-    save_figure(
-        latency_figure(read_requests(requests_path), cell.id, status),
-        out["latency_plot"],
-        svg=False,
-    )
+    records = read_records(requests_path) if Path(requests_path).exists() else []
+    save_figure(latency_figure(records, cell.id, status), out["latency_plot"], svg=False)
     save_figure(
         memory_figure(read_memory(memory_path), cell.id, status), out["memory_plot"], svg=False
     )
@@ -52,7 +49,6 @@ def write_card(
     plots = [
         (caption, Path(out[key]).relative_to(card_dir).as_posix()) for caption, key in CELL_PLOTS
     ]
-    records = [RequestRecord.from_dict(r) for r in read_requests(requests_path)]
     if goal:
         slo = next(iter(read_goals([goal]).values()))
         metrics = {**metrics, "slo": judged(slo, metrics, records)}
