@@ -39,14 +39,15 @@ SLO_INTRO = (
 @dataclass(frozen=True)
 class AnswerTable:
     """How the front page shows one answer's table: its section, title and intro, the columns
-    a reader needs, which of them are loads (a concurrency or a request rate), and the figures
-    that draw its rows (left out with them)."""
+    a reader needs, which of them are loads (a concurrency or a request rate) and which are
+    numbers, and the figures that draw its rows (left out with them)."""
 
     section: str
     title: str
     intro: str
     columns: tuple[str, ...]
     loads: tuple[str, ...]
+    numbers: tuple[str, ...] = ()
     figures_of_rows: tuple[str, ...] = ()
 
 
@@ -57,7 +58,7 @@ ANSWER_TABLES = {
         CROSSOVER_INTRO,
         ("series", "axis", "last_faster", "first_not_faster", "summary"),
         ("last_faster", "first_not_faster"),
-        ("spec_gain_sweep",),
+        figures_of_rows=("spec_gain_sweep",),
     ),
     "slo": AnswerTable(
         "Latency goal",
@@ -65,6 +66,7 @@ ANSWER_TABLES = {
         SLO_INTRO,
         ("series", "slo", "over", "largest_passing", "smallest_failing", "goodput_decode_tok_s"),
         ("largest_passing", "smallest_failing"),
+        numbers=("goodput_decode_tok_s",),
     ),
 }
 
@@ -78,11 +80,10 @@ def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
     """The rows of one answer's table the front page shows (numbers as numbers)."""
     table = ANSWER_TABLES[stem]
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)[list(table.columns)]
-    for column in frame.columns:
-        if column in table.loads:
-            frame[column] = frame[column].map(_load_text)
-        elif column.endswith("_tok_s"):
-            frame[column] = pd.to_numeric(frame[column])
+    for column in table.loads:
+        frame[column] = frame[column].map(_load_text)
+    for column in table.numbers:
+        frame[column] = pd.to_numeric(frame[column])
     return frame
 
 
