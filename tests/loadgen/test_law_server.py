@@ -175,9 +175,14 @@ def test_tpot_ttft_and_throughput_follow_the_law(points, c):
     assert point.metrics["tpot_ms"]["median"] == pytest.approx(expected, abs=tolerance_ms(expected))
     # TTFT carries, once, what TPOT cancels out: the round trip, and the loop's wake-up after
     # the step's deadline (epoll waits whole milliseconds); and a request that arrives after
-    # the step it joins began waits less than a whole step
+    # the step it joins began waits less than a whole step; and, on a busy machine, how late
+    # the server's own loop woke for each of those steps (it counts that: 33.06 ms against
+    # 30 ± 3 failed one CI run whose steps were each about 1 ms late)
     ttft = LAW.ttft_ms(c)
-    assert point.metrics["ttft_ms"]["median"] == pytest.approx(ttft, abs=max(0.1 * ttft, 3.0))
+    late_ms = LAW.prefill_steps(c) * point.lateness["mean_ms"]
+    assert point.metrics["ttft_ms"]["median"] == pytest.approx(
+        ttft, abs=max(0.1 * ttft, 3.0) + late_ms
+    )
     rate = LAW.decode_tok_s(c, max_tokens=MAX_TOKENS)
     assert point.metrics["decode_tok_s"] == pytest.approx(rate, rel=0.05)
     assert 1000 / point.metrics["tpot_ms"]["median"] == pytest.approx(
