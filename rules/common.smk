@@ -15,7 +15,7 @@ sys.path.insert(0, workflow.basedir)
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
-from workflow_scripts.atomic import canonical_json
+from workflow_scripts.atomic import param_json
 from workflow_scripts.cell.failures import failure_counts
 from workflow_scripts.cell.series import (
     forget_provenance,
@@ -133,7 +133,7 @@ def final_outputs():
 
 @job_function
 def weights_spec(wildcards):
-    return canonical_json(WEIGHTS[wildcards.weights])
+    return param_json(WEIGHTS[wildcards.weights])
 
 
 @job_function
@@ -158,7 +158,7 @@ def weights_failures(wildcards):
 
 @job_function
 def engine_spec(wildcards):
-    return canonical_json(CONFIG["engines"][wildcards.engine])
+    return param_json(CONFIG["engines"][wildcards.engine])
 
 
 @job_function
@@ -271,8 +271,8 @@ def series_launch_file(wildcards):
 def cell_settings(wildcards):
     """Published reference figures feed only cards and tables: editing one never reruns a cell."""
     if wildcards.cell not in CELL_DICTS:
-        return canonical_json({**cell_of(wildcards.cell).to_dict(), "reference": {}})
-    return canonical_json({**CELL_DICTS[wildcards.cell], "reference": {}})
+        return param_json({**cell_of(wildcards.cell).to_dict(), "reference": {}})
+    return param_json({**CELL_DICTS[wildcards.cell], "reference": {}})
 
 
 @job_function
@@ -317,7 +317,7 @@ write_series_files(
     {name: CELL_DICTS[launch_cell(points).id] for name, points in SERIES.items()},
 )
 forget_provenance(".", SERIES_RECORDS.values())
-ALL_CELLS_SETTINGS = canonical_json(list(CELL_DICTS.values()))
+ALL_CELLS_SETTINGS = param_json(list(CELL_DICTS.values()))
 # Every summary figure this matrix gets: concurrency and reference plots only when the matrix
 # sweeps concurrency or has published figures.
 SUMMARY_FIGURES = [
@@ -338,7 +338,7 @@ SWEEP_CELLS = sweep_cell_ids(list(CELLS.values()))
 SWEEP_OUTPUTS = [
     f"{RESULTS}/summary/{name}" for name in sweep_outputs(list(CELLS.values()))
 ]
-SWEEP_GPUS = canonical_json(
+SWEEP_GPUS = param_json(
     {cell_id: CELL_RESOURCES[cell_id].get("gpu") for cell_id in SWEEP_CELLS}
 )
 
@@ -373,7 +373,7 @@ def all_cells_settings(wildcards):
 
 @job_function
 def card_settings(wildcards):
-    return canonical_json(CELL_DICTS[wildcards.cell])
+    return param_json(CELL_DICTS[wildcards.cell])
 
 
 @job_function

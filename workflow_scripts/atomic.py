@@ -40,5 +40,17 @@ def write_json(path: str | Path, data: Any) -> None:
 
 
 def canonical_json(data: Any) -> str:
-    """Stable text for Snakemake params: sorted keys, no whitespace noise."""
+    """Stable text for hashing: sorted keys, no whitespace noise."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+# JSON escapes that read back as the same value: no `<`, `>` or `&` is left in the text.
+_HTML_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def param_json(data: Any) -> str:
+    """A rule param: canonical JSON with no character HTML reads. Snakemake's report embeds
+    every job's params, unescaped, inside a `<script>` element, so a config string holding
+    `</script>` would otherwise end that element and run as the report's own markup. The text
+    is the same as canonical_json's wherever the data holds none of the three characters."""
+    return canonical_json(data).translate(_HTML_SAFE)

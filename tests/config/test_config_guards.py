@@ -376,7 +376,9 @@ def test_a_non_finite_number_anywhere_is_refused(mutate, key):
     assert key in refused(mutated(mutate))
 
 
-@pytest.mark.parametrize("results_dir", ["", "/", "//", "results/", "  "])
+@pytest.mark.parametrize(
+    "results_dir", ["", "/", "//", "results/", "  ", "out</script>", "<b>results"]
+)
 def test_an_empty_or_slash_results_dir_is_refused(results_dir):
     assert "config key 'results_dir'" in refused(mutated(setter(["results_dir"], results_dir)))
 

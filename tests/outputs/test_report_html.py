@@ -47,10 +47,17 @@ def planned_rules(workdir) -> dict[str, int]:
     return counts
 
 
+# A config string that would close Snakemake's report script and run markup of its own.
+HOSTILE_FAMILY = "TinyLlama</script><img src=x onerror=\"document.title='injected'\">"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("report")
     results = results_tree(workdir)
+    config = yaml.safe_load((workdir / "matrix.yaml").read_text())
+    config["models"]["tiny-llama"]["family"] = HOSTILE_FAMILY  # a param of every card job
+    (workdir / "matrix.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     assert planned_rules(workdir)["cell"] == 1  # only the blocked cell: the rest are done
     proc = snakemake(workdir)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -92,6 +99,15 @@ def test_report_holds_categories_cells_and_front_page(run):
     assert TITLE in html
     assert BASE in html and BLOCKED in html
     assert "Decode tok/s (published)" in html  # the index table on the front page
+
+
+def test_no_config_string_reaches_the_report_unescaped(run):
+    """Snakemake embeds each job's params unescaped in a script element: ours hold no `<`."""
+    _, results = run
+    html = (results / "report.html").read_text()
+    assert "<img src=x" not in html
+    assert "TinyLlama\\\\u003c/script\\\\u003e" in html  # the family, kept as JSON escapes
+    assert "TinyLlama&lt;/script&gt;" in (results / "cells" / BASE / "card.html").read_text()
 
 
 def test_second_run_has_nothing_to_do(run):
@@ -176,6 +192,7 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     dom = proc.stdout
     assert re.search(rf"<h1[^>]*>{TITLE}</h1>", dom), "the front page was not rendered"
-    assert "<title>Snakemake Report</title>" in dom
+    assert "<title>Snakemake Report</title>" in dom  # the hostile family ran no script
+    assert '<img src="x"' not in dom and "<title>injected" not in dom
     assert "Decode tok/s (published)" in dom and FAILED in dom  # the index table
     assert dom.count('src="data:image/png;base64,') >= 6  # the summary figures
