@@ -416,3 +416,80 @@ def test_a_second_ctrl_c_during_teardown_still_kills_the_whole_group(tmp_path):
 def _shrugged(log: Path) -> str:
     text = log.read_text() if log.exists() else ""
     return " ".join(m[0] for m in re.finditer(r"(server|worker) \d+: SIGTERM ignored", text))
+
+
+# -- an orphaned job: its Snakemake is gone, it runs on --------------------------------------------
+
+
+def test_the_owner_of_a_job_is_its_nearest_snakemake_ancestor():
+    bash, smk, shell = stat(30, 3), stat(20, 2), stat(10, 1)
+    chain = [
+        (bash, ["/bin/bash", "-c", "exec python -m workflow_scripts.entry.series_server"]),
+        (smk, ["/venv/bin/python3", "/venv/bin/snakemake", "--cores", "1"]),
+        (shell, ["-bash"]),
+    ]
+    assert leftovers.owner_in(chain) == Started(20, 2)
+    assert leftovers.owner_in([(smk, ["python", "-m", "snakemake", "-s", "Snakefile"])]) == (
+        Started(20, 2)
+    )
+    script = ["python", "/w/.snakemake/scripts/tmpab12.cell.py"]  # a job, not the program
+    assert leftovers.owner_in([(bash, script), (shell, ["-bash"])]) is None
+
+
+def test_a_runner_whose_snakemake_is_gone_is_an_orphan():
+    owner = Started(20, 2)
+    orphan = Record(BOOT, RUNNER, (Started(200, 7000),), pgid=200, owner=owner)
+    live = {10: stat(10, 5), 200: stat(200, 7000)}  # the runner and its server; no Snakemake
+    assert leftovers.orphaned(orphan, BOOT, live)
+    assert not leftovers.runner_running(orphan, BOOT, live)
+    assert leftovers.leftovers(orphan, BOOT, live) == [Started(200, 7000)]
+    with_owner = {**live, 20: stat(20, 2)}
+    assert not leftovers.orphaned(orphan, BOOT, with_owner)
+    assert leftovers.leftovers(orphan, BOOT, with_owner) == []  # its run still goes
+    reused = {**live, 20: stat(20, 99)}  # the pid now someone else's: the Snakemake is gone
+    assert leftovers.orphaned(orphan, BOOT, reused)
+
+
+ORPHAN_RUNNER = textwrap.dedent("""
+    import subprocess, sys, time
+    from pathlib import Path
+    from workflow_scripts.process import leftovers
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True
+    )
+    leftovers.write_record(Path(sys.argv[1]), leftovers.record_of(server.pid, None))
+    time.sleep(300)
+""")
+
+
+def test_the_next_run_ends_an_orphaned_job_and_its_server(tmp_path):
+    """A job (the runner) whose Snakemake was SIGKILLed runs on, with its server: the next run
+    ends both rather than start a second server beside the first. STAND-IN Snakemake: a script
+    named `snakemake` that starts the job and sleeps, as a Snakemake's process tree looks."""
+    path = tmp_path / "series.json"
+    fake = tmp_path / "snakemake"
+    fake.write_text(
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', {ORPHAN_RUNNER!r}, sys.argv[1]]).wait()\n"
+    )
+    owner = subprocess.Popen([sys.executable, str(fake), str(path)], cwd=REPO)
+    procs: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 30
+        while leftovers.read_record(path) is None:
+            assert time.monotonic() < deadline, "the job never put its server on record"
+            time.sleep(0.1)
+        record = leftovers.read_record(path)
+        assert record.owner == leftovers.started(owner.pid)
+        procs = [psutil.Process(p) for p in (record.runner.pid, *(s.pid for s in record.processes))]
+        assert leftovers.end_leftovers(path) is None  # its Snakemake runs: all is its own
+        owner.kill()
+        owner.wait()
+        line = leftovers.end_leftovers(path)
+        assert line is not None and f"pid {record.runner.pid} (" in line
+        assert settle(procs) == []
+        assert str(record.processes[0].pid) in line
+    finally:
+        owner.kill()
+        owner.wait()
+        end_ours(procs)

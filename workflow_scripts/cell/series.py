@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json, write_text
+from ..process.leftovers import is_running
 from ..process.server import ServerError
+from ..text import tail
 from ..vocabulary import Cell
 
 SERIES_DIR = ".series"  # beside the cells' folders, like `.running`
@@ -94,27 +96,50 @@ def read_record(path: Path) -> dict[str, Any]:
 
 
 def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """A series' server or job runs: a zombie (dead, not yet reaped by the job) does not."""
+    return is_running(pid)
+
+
+# How long a point waits for the server job to put its server's death on record (it looks
+# twice a second) before it says what it can without the job.
+DEATH_RECORD_S = 5.0
+
+
+def gone_reason(path: Path, record: Mapping[str, Any]) -> str:
+    """Why the server of `record` (a `ready` record) no longer answers: the server job's own
+    account (how its server exited, its last log lines), which the job writes within moments of
+    the death; without one (the job is gone too), the server's last log lines."""
+    start_id = record.get("start_id")
+    deadline = time.monotonic() + DEATH_RECORD_S
+    while True:
+        now = read_record(path)
+        if now.get("start_id") == start_id and now.get("state") in ("died", "failed"):
+            return f"the series' server ({start_id}): {now.get('reason') or 'it is gone'}"
+        if not alive(record.get("job_pid")) or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_S)
+    job = "its job is gone too" if not alive(record.get("job_pid")) else "its job said nothing"
+    log = Path(record["log"]) if record.get("log") else None
+    lines = tail(log) if log is not None and log.exists() else "(no log)"
+    return (
+        f"the series' server ({start_id}): server (pid {record.get('pid')}) is gone ({job}); "
+        f"last log lines:\n{lines}"
+    )
 
 
 def wait_for_server(path: Path, timeout_s: float) -> dict[str, Any]:
     """The series' record once its server answers. Fails as soon as the server job says its
-    server failed or died, or the job itself is gone, and at the timeout."""
+    server failed or died, the server is gone, or the job itself is gone, and at the timeout;
+    a server's death fails every point with one reason (gone_reason)."""
     deadline = time.monotonic() + timeout_s
     while True:
         record = read_record(path)
         state = record.get("state")
         if state == "ready" and alive(record.get("pid")):
             return record
-        if state in ("failed", "died") or (state == "ready" and not alive(record.get("pid"))):
+        if state == "ready":
+            raise ServerError(gone_reason(path, record))
+        if state in ("failed", "died"):
             reason = record.get("reason") or "the server is gone"
             raise ServerError(f"the series' server ({record.get('start_id')}): {reason}")
         if state == "starting" and not alive(record.get("job_pid")):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass
@@ -22,7 +23,7 @@ from ..engines import adapter_for
 from ..engines.base import EngineAdapter
 from ..loadgen.datasets import Dataset
 from ..process.auth import engine_api_key, server_api_key
-from ..process.leftovers import end_leftovers
+from ..process.leftovers import end_leftovers, is_running, owner_of
 from ..process.memory import KIB_PER_GIB, MemorySample, MemorySampler
 from ..process.server import ServerError, sigterm_raises
 from ..redact import redact
@@ -47,6 +48,7 @@ ATTACH_MARGIN_S = 300.0
 # How long the server job waits for a first point to queue before it ends unused: Snakemake
 # starts a service's consumers with it, and a point queues within seconds of its start.
 NO_POINT_S = 120.0
+OWNER_POLL_S = 0.5  # how often the server job looks for the Snakemake it is a job of
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,25 @@ class AttachedPlan:
     command: AttachedCommand
 
 
+def end_with_snakemake() -> None:
+    """End this job once the Snakemake it is a job of is gone: a SIGTERM to itself, so that its
+    server is torn down as on Snakemake's own SIGTERM. A SIGKILLed Snakemake sends none, and a
+    service job that waited for one would run, and hold its server, for ever. (Not
+    PR_SET_PDEATHSIG: it fires when the thread that started the job ends, and Snakemake starts
+    jobs from worker threads.)"""
+    owner = owner_of(os.getpid())
+    if owner is None:
+        return  # not a Snakemake job (a test, a standalone run): its caller ends it
+
+    def watch() -> None:
+        while is_running(owner.pid, owner.start_ticks):
+            time.sleep(OWNER_POLL_S)
+        say(f"the Snakemake run (pid {owner.pid}) is gone: the series' server job ends")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="end-with-snakemake", daemon=True).start()
+
+
 def _hold() -> None:
     """Keep the service job alive until Snakemake ends it (SIGTERM): a service that ends early
     would leave its points to find out alone."""
@@ -79,8 +100,10 @@ def _hold() -> None:
 
 def serve_series(inputs: CellInputs, record: Path) -> None:
     """The series' service job: baseline, launch, wait until it answers, put it on record, keep
-    it running until SIGTERM, stop it. A server that fails to start or dies is on record too
-    (`failed`, `died`, with the reason), so every point fails with it, saying why."""
+    it running until SIGTERM (Snakemake's, or its own once Snakemake is gone), stop it. A
+    server that fails to start or dies is on record too (`failed`, `died`, with the reason), so
+    every point fails with it, saying why."""
+    end_with_snakemake()
     cell = inputs.cell
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     start_id = f"{cell.sweep.series}@{started_at}#{os.getpid()}"
@@ -219,9 +242,11 @@ class SharedServer:
         self.sampler.start()
 
     def died(self, when: str) -> str | None:
-        if series.alive(self.record.get("pid")):
+        """The server's death as every point of its series reports it (series.gone_reason),
+        whenever in this point's run it is seen."""
+        if not self.record or series.alive(self.record.get("pid")):
             return None
-        return f"the series' server ({self.record.get('start_id')}) died {when}"
+        return series.gone_reason(self.inputs.series_record, self.record)
 
     def _stop_server(self) -> None:
         pid = self.record.get("pid")
@@ -229,11 +254,16 @@ class SharedServer:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Hand the server on. A stage that failed on a server that is gone (the guard's
+        ConnectionError) fails the point with the server's death instead, as a load does."""
         try:
             self._copy_log()
         finally:
             self._stack.close()
+        server_error = isinstance(exc, ServerError)
+        if isinstance(exc, Exception) and not server_error and (died := self.died("at a stage")):
+            raise ServerError(died) from exc
 
     def _copy_log(self) -> None:
         """This point's part of the series' server log, as its server.log."""

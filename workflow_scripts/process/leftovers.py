@@ -7,9 +7,11 @@ A process is ended only while its pid AND its start time (clock ticks after boot
 /proc/PID/stat) match the record, on the same boot of the same machine (a record written on
 another Slurm node names nothing here): a pid the kernel has since given to another process is
 never touched. Nothing is ended while the run (another process) that wrote the record still
-runs. A record names the processes seen when the server started, while it was watched until
-ready, and at ready (engines start their workers before they answer); a worker first started
-later, under load, is not on it.
+runs, unless that run is an orphan: a job whose Snakemake (its `owner`, on record) is gone, which
+nothing will ever end (a SIGKILLed Snakemake's series job, cell.shared); the orphan is then ended
+first, then what it started. A record names the processes seen when the server started, while
+it was watched until ready, and at ready (engines start their workers before they answer); a
+worker first started later, under load, is not on it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,7 @@ class Record:
     processes: tuple[Started, ...] = ()
     pgid: int | None = None
     container: str | None = None
+    owner: Started | None = None  # the Snakemake the runner is a job of (None: not a job)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +73,7 @@ class Record:
             "processes": [vars(p) for p in self.processes],
             "pgid": self.pgid,
             "container": self.container,
+            "owner": vars(self.owner) if self.owner else None,
         }
 
     @classmethod
@@ -80,6 +84,7 @@ class Record:
             processes=tuple(Started(**p) for p in data.get("processes") or ()),
             pgid=data.get("pgid"),
             container=data.get("container"),
+            owner=Started(**data["owner"]) if data.get("owner") else None,
         )
 
 
@@ -112,8 +117,23 @@ def still_running(started: Started, live: ProcStat | None) -> bool:
 
 
 def runner_running(record: Record, boot_id: str, live: Mapping[int, ProcStat]) -> bool:
-    """The run that wrote the record still runs (then all it names is its own)."""
-    return record.boot_id == boot_id and still_running(record.runner, live.get(record.runner.pid))
+    """The run that wrote the record still runs (then all it names is its own): its runner runs,
+    and so does the Snakemake it is a job of, where the record names one."""
+    return (
+        record.boot_id == boot_id
+        and still_running(record.runner, live.get(record.runner.pid))
+        and (record.owner is None or still_running(record.owner, live.get(record.owner.pid)))
+    )
+
+
+def orphaned(record: Record, boot_id: str, live: Mapping[int, ProcStat]) -> bool:
+    """The runner still runs though the Snakemake it is a job of is gone: no one will end it."""
+    return (
+        record.boot_id == boot_id
+        and record.owner is not None
+        and still_running(record.runner, live.get(record.runner.pid))
+        and not still_running(record.owner, live.get(record.owner.pid))
+    )
 
 
 def leftovers(record: Record, boot_id: str, live: Mapping[int, ProcStat]) -> list[Started]:
@@ -122,6 +142,24 @@ def leftovers(record: Record, boot_id: str, live: Mapping[int, ProcStat]) -> lis
     if record.boot_id != boot_id or runner_running(record, boot_id, live):
         return []
     return [p for p in record.processes if still_running(p, live.get(p.pid))]
+
+
+def is_snakemake(argv: Sequence[str]) -> bool:
+    """A Snakemake process's command line: `snakemake ...`, `python .../bin/snakemake ...` or
+    `python -m snakemake ...` (a job's own command line names a script, never the program)."""
+    names = [Path(arg).name for arg in argv[:3]]
+    if names[:1] == ["snakemake"]:
+        return True
+    return bool(names) and names[0].startswith("python") and "snakemake" in names[1:3]
+
+
+def owner_in(ancestors: Sequence[tuple[ProcStat, Sequence[str]]]) -> Started | None:
+    """The nearest ancestor (stat, argv; the parent first) that is a Snakemake: the run a job
+    belongs to. None outside Snakemake."""
+    for stat, argv in ancestors:
+        if is_snakemake(argv):
+            return Started(stat.pid, stat.start_ticks)
+    return None
 
 
 def members(leader: int, stats: Iterable[ProcStat]) -> list[ProcStat]:
@@ -171,13 +209,43 @@ def started(pid: int) -> Started | None:
     return Started(stat.pid, stat.start_ticks) if stat else None
 
 
+def is_running(pid: int | None, start_ticks: int | None = None) -> bool:
+    """The process runs: its pid is live and not a zombie (which `os.kill(pid, 0)` takes for
+    alive until its parent reaps it), and, where given, it started at `start_ticks`."""
+    if not pid:
+        return False
+    stat = read_stat(pid)
+    if start_ticks is None:
+        return stat is not None and stat.state not in GONE_STATES
+    return still_running(Started(pid, start_ticks), stat)
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return (PROC / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def owner_of(pid: int) -> Started | None:
+    """The Snakemake that `pid` is a job of (owner_in), found by walking up its ancestors."""
+    ancestors = []
+    stat = read_stat(pid)
+    while stat is not None and stat.ppid > 1 and len(ancestors) < 64:
+        stat = read_stat(stat.ppid)
+        if stat is not None:
+            ancestors.append((stat, _argv(stat.pid)))
+    return owner_in(ancestors)
+
+
 def record_of(leader: int | None, container: str | None) -> Record:
-    """The record of a server now: this process as its runner, the leader's processes."""
+    """The record of a server now: this process as its runner, the leader's processes, the
+    Snakemake this process is a job of."""
     runner = started(os.getpid()) or Started(os.getpid(), 0)
     processes: tuple[Started, ...] = ()
     if leader is not None:
         processes = tuple(Started(s.pid, s.start_ticks) for s in members(leader, all_stats()))
-    return Record(boot_id(), runner, processes, leader, container)
+    return Record(boot_id(), runner, processes, leader, container, owner_of(os.getpid()))
 
 
 def write_record(path: Path, record: Record) -> None:
@@ -197,6 +265,8 @@ def read_record(path: Path) -> Record | None:
 
 def live_stats(record: Record) -> dict[int, ProcStat]:
     pids = {record.runner.pid, *(p.pid for p in record.processes)}
+    if record.owner is not None:
+        pids.add(record.owner.pid)
     return {pid: stat for pid in pids if (stat := read_stat(pid)) is not None}
 
 
@@ -262,6 +332,12 @@ def end_leftovers(path: Path) -> str | None:
     if runner_running(record, boot, live):
         return None  # its run is still going: what it started is its own
     what = []
+    if orphaned(record, boot, live) and _kill(record.runner):
+        # first: a live orphan would record its server's death over the new run's record
+        _wait_gone([record.runner])
+        name = live[record.runner.pid].name
+        what.append(f"pid {record.runner.pid} ({name}, a job of a run that is gone)")
+        live = live_stats(record)
     same_machine = record.boot_id == boot  # another node's (Slurm) or another boot's: not ours
     if same_machine and record.container and container_running(record.container):
         _docker(["rm", "-f", record.container])  # first: docker stops what runs inside
