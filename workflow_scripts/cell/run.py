@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -34,7 +35,16 @@ from ..loadgen.datasets import Dataset, Prompt, load_dataset
 from ..loadgen.metrics import compute_metrics
 from ..process.auth import auth_headers, client_api_key, engine_api_key, server_api_key
 from ..process.leftovers import end_leftovers
-from ..process.machine_use import Thresholds, UseSnapshot, client_use, interference, take_snapshot
+from ..process.machine_use import (
+    DISTURBED_ATTEMPTS,
+    Thresholds,
+    UseSnapshot,
+    client_use,
+    disturbed,
+    interference,
+    interference_note,
+    take_snapshot,
+)
 from ..process.memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
 from ..process.serve import ServerLaunch
 from ..process.server import ServerError, ServerProcess, sigterm_raises
@@ -130,26 +140,21 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
                     prompts, report = guard(plan, adapter)
                     result["context_guard"] = report.to_dict()
                     report.enforce()  # `fail`, or nothing left: the cell fails before any load
-                    sampler.set_phase("warmup")
                     command = plan.command
                     spec = load_spec_for(plan.cell, command.base_url, command.served_model)
                     window = ready.window
-                    load = run_load(
-                        spec,
-                        prompts,
-                        RunOptions(
-                            progress_label=plan.cell.id,
-                            on_measure_start=window.measure_start,
-                            on_measure_end=window.measure_end,
-                        ),
+                    kept, discarded = measure_until_undisturbed(
+                        partial(measure_once, plan.cell, spec, prompts, window, server, inputs),
+                        inputs.thresholds.rerun_disturbed,
+                        plan.cell.id,
                     )
-                    records = load.records
-                    died = server.died("while the load ran")
-                    window.scrape_after()
+                    records, died = kept.load.records, kept.died
                     sampler.set_phase("teardown")
             finally:
                 sampler.stop()
-            figures = measured(inputs, plan, spec, load, window, sampler)
+            figures = measured(inputs, plan, spec, kept, window)
+            if discarded:
+                figures[DISTURBED_ATTEMPTS] = discarded
             result.update(figures)
             check_run(figures, plan, sampler, died)
             result["status"] = Status.DONE
@@ -405,17 +410,97 @@ def guard(plan: LaunchPlan, adapter: EngineAdapter) -> tuple[list[Prompt], Conte
     )
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One warm-up, load and scrape on the server: what the load returned, the server's death
+    during it, and what other work used the machine during its bench (None: no bench ran)."""
+
+    load: LoadResult
+    died: str | None
+    interference: dict[str, Any] | None
+
+    @property
+    def disturbed(self) -> bool:
+        return bool(disturbed({"interference": self.interference}))
+
+
+def measure_once(
+    cell: Cell,
+    spec: LoadSpec,
+    prompts: list[Prompt],
+    window: BenchWindow,
+    server: Serving,
+    inputs: CellInputs,
+) -> Attempt:
+    """Warm up, load and scrape once; the other work is judged on this attempt's own bench
+    (its snapshots, the memory samples taken since it began)."""
+    sampler = window.sampler
+    samples_from = len(sampler.samples)
+    window.use.clear()
+    window.counters.clear()
+    sampler.set_phase("warmup")
+    load = run_load(
+        spec,
+        prompts,
+        RunOptions(
+            progress_label=cell.id,
+            on_measure_start=window.measure_start,
+            on_measure_end=window.measure_end,
+        ),
+    )
+    died = server.died("while the load ran")
+    window.scrape_after()
+    found = None
+    if "start" in window.use and "end" in window.use:
+        found = interference(
+            window.use["start"],
+            window.use["end"],
+            sampler.samples[samples_from:],
+            inputs.thresholds,
+        )
+    return Attempt(load, died, found)
+
+
+def measure_until_undisturbed(
+    attempt: Callable[[], Attempt], reruns: int, label: str
+) -> tuple[Attempt, list[dict[str, Any]]]:
+    """Measure, and while other work disturbed the measurement measure again, at most `reruns`
+    more times: the first undisturbed attempt is kept, else the last (reported disturbed). A
+    server that died ends it at once. Returns the kept attempt and, for each discarded one,
+    its number, its interference and its headline figures."""
+    discarded: list[dict[str, Any]] = []
+    while True:
+        found = attempt()
+        if found.died or not found.disturbed or len(discarded) >= reruns:
+            return found, discarded
+        figures = compute_metrics(found.load.records, hit_time_cap=found.load.hit_time_cap)
+        discarded.append(
+            {
+                "attempt": len(discarded) + 1,
+                "interference": found.interference,
+                "completed": figures["completed"],
+                "decode_tok_s": figures["decode_tok_s"],
+                "ttft_median_ms": (figures.get("ttft_ms") or {}).get("median"),
+                "tpot_median_ms": (figures.get("tpot_ms") or {}).get("median"),
+            }
+        )
+        say(
+            f"{label}: attempt {len(discarded)} disturbed "
+            f"({interference_note(found.interference)}); measuring again"
+        )
+
+
 def measured(
     inputs: CellInputs,
     plan: LaunchPlan,
     spec: LoadSpec,
-    load: LoadResult,
+    kept: Attempt,
     window: BenchWindow,
-    sampler: MemorySampler,
 ) -> CellMetrics:
-    """The load's figures, how it was run, acceptance, and what the client and the rest of the
-    machine used during the bench."""
+    """The kept attempt's figures, how it was run, acceptance, and what the client and the rest
+    of the machine used during its bench."""
     cell, command = plan.cell, plan.command
+    load = kept.load
     records = load.records
     figures: CellMetrics = {
         **compute_metrics(records, hit_time_cap=load.hit_time_cap),
@@ -434,9 +519,8 @@ def measured(
     if "start" in use and "end" in use:
         choice = load.processes.to_dict() if load.processes else None
         figures["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
-        figures["interference"] = interference(
-            use["start"], use["end"], sampler.samples, inputs.thresholds
-        )
+    if kept.interference is not None:
+        figures["interference"] = kept.interference
     return figures
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..loadgen.records import OK, RequestRecord
+from ..process.machine_use import disturbed_flag
 from ..vocabulary import Status
 from .changes import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
 from .compact import is_missing
@@ -58,6 +59,7 @@ COLUMNS = [
     "interval_basis",
     "verdict",
     "flags",
+    "disturbed",  # either cell: other work on the machine during its bench (flags says which)
 ]
 TITLE = "Comparisons: engine against engine, quant against quant"
 INTRO = (
@@ -69,7 +71,9 @@ INTRO = (
     "difference`. Method: a t-interval over repeats when both cells ran ≥ 3 times (it holds "
     "start-to-start variance); else paired over the prompts both completed (a randomization "
     "test for decode tok/s, a paired bootstrap for the medians, as for the spec gain); an "
-    "unpaired bootstrap over each run's requests only when the prompts cannot be paired."
+    "unpaired bootstrap over each run's requests only when the prompts cannot be paired. "
+    "Flags `disturbed: A` / `B`: other work on the machine crossed the config's `checks` during "
+    "that cell's bench; its verdict may be the machine's, not the engine's."
 )
 
 
@@ -127,9 +131,12 @@ def pair_flags(
     records_b: Sequence[RequestRecord] | None,
 ) -> list[str]:
     """What a reader must know to trust the row: prompts not paired or not all shared, prompts
-    the two servers tokenized differently (another tokenizer or chat template), and an interval
-    from one repeat of cells whose values are the repeats' mean."""
+    the two servers tokenized differently (another tokenizer or chat template), an interval
+    from one repeat of cells whose values are the repeats' mean, and a cell other work
+    disturbed."""
     flags = []
+    if disturbed := disturbed_flag({"A": pair.a, "B": pair.b}):
+        flags.append(disturbed)
     if method == UNPAIRED:
         flags.append("prompts not paired (another dataset, or < 2 completed by both)")
     if method == PAIRED_PROMPTS:
@@ -167,6 +174,7 @@ def pair_rows(
     )
     values_a, values_b = repeat_figures(a), repeat_figures(b)
     flags = "; ".join(pair_flags(pair, found.method, records_a, records_b))
+    shaky = bool(disturbed_flag({"A": a, "B": b}))
     rows = []
     for figure in FIGURES:
         change = found.changes[figure]
@@ -194,6 +202,7 @@ def pair_rows(
                 "interval_basis": found.basis,
                 "verdict": change.verdict,
                 "flags": flags,
+                "disturbed": shaky,
             }
         )
     return rows

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.matrix import repeat_of
-from ..process.machine_use import FLAGGED_IN_RUN
+from ..process.machine_use import CLIENT_LIMITED, DISTURBED, FLAGGED_IN_RUN
 from ..vocabulary import Cell, CellData, Status
 from .compact import peak_mem_gib
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
-CHECKS = (("client", "limited"), ("interference", "flagged"))  # metrics.json object, its flag
+CHECKS = (CLIENT_LIMITED, DISTURBED)  # metrics.json object, its flag
 COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
 MEMORY_PEAKS = ("peak_delta_gib", "peak_delta_less_client_gib")  # what the summary reads of `mem`
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..loadgen.metrics import common_prompt_subset, compute_metrics
 from ..loadgen.records import OK, RequestRecord
+from ..process.machine_use import disturbed_flag
 from ..vocabulary import CellMetrics, Status
 from .changes import paired_changes, repeat_changes
 from .compact import (
@@ -59,6 +60,8 @@ SPEC_GAIN_COLUMNS = [
     "tpot_change_pct",
     "tpot_change_lo_pct",
     "tpot_change_hi_pct",
+    # appended: the pair rests on a measurement other work disturbed (flags says which cell)
+    "disturbed",
 ]
 
 
@@ -147,7 +150,8 @@ def spec_gain_table(
 ) -> pd.DataFrame:
     """Each drafter cell beside its base (same model, engine, quant, workload, drafter none).
     With the cells' request `records`, pairs that completed different prompts also get their
-    figures on the common subset."""
+    figures on the common subset. A pair resting on a disturbed cell says so (`flags` names
+    the cell, `disturbed`)."""
     records = records or {}
     by_key = {
         (m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")): m
@@ -180,6 +184,8 @@ def spec_gain_table(
                     )
             elif base.get("prompt_indices") != m.get("prompt_indices"):
                 flags.append("different prompt sets")
+        if disturbed := disturbed_flag({"base cell": base, "drafter cell": m}):
+            flags.append(disturbed)
         rows.append(
             {
                 "drafter_cell": m["cell"],
@@ -205,6 +211,7 @@ def spec_gain_table(
                 **common,
                 "flags": "; ".join(flags),
                 **paired,
+                "disturbed": bool(disturbed),
             }
         )
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)

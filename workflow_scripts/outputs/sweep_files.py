@@ -28,7 +28,9 @@ SWEEPS_INTRO = (
     "is a cell of its own. Interactivity = 1000 / TPOT median: the tokens per second one user "
     "sees. `value ± h`: h is the half-width of the figure's 95 % interval, from the point's "
     "repeats (≥ 3) or a bootstrap over its requests, as in the summary. sweeps.csv holds every "
-    "column (the intervals' ends, per-GPU throughput, the cells' own names)."
+    "column (the intervals' ends, per-GPU throughput, the cells' own names). `disturbed`: other "
+    "work on the machine crossed the config's `checks` during the point's bench (the frontier, "
+    "the gain and the crossover say so where they rest on such a point)."
 )
 PARETO_TITLE = "Throughput against interactivity: the frontier"
 PARETO_INTRO = (
@@ -95,6 +97,7 @@ def sweeps_view(sweeps: pd.DataFrame) -> pd.DataFrame:
             else f"{start}" + ("" if is_missing(position) else f" #{position}")
         )
         shown["reason"] = "" if done else (row.get("reason") or "")
+        shown["disturbed"] = "yes" if row.get("disturbed") is True else ""
         rows.append(shown)
     return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["series", "point", "status"])
 
@@ -124,7 +127,14 @@ def gain_view(gains: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["series", "point"])
 
 
-CROSSOVER_VIEW = ["series", "last_faster", "first_not_faster", "summary", "interval_source"]
+CROSSOVER_VIEW = [
+    "series",
+    "last_faster",
+    "first_not_faster",
+    "summary",
+    "interval_source",
+    "rests_on_disturbed",
+]
 
 
 def sections_markdown(sections: Sequence[tuple[str, list[str]]]) -> str:

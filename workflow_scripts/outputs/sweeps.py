@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..loadgen.records import OK, RequestRecord
+from ..process.machine_use import disturbed
 from ..vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status
 from .changes import FASTER
 from .compact import REF_PREFIX, is_missing, number_text, summary_row
@@ -61,6 +62,7 @@ SWEEP_COLUMNS = [
     "drafter",
     "workload",
     "reason",
+    "disturbed",  # other work on the machine during the point's bench (machine_use.disturbed)
 ]
 
 # The figures a point's row takes from its metrics, each with its interval.
@@ -83,6 +85,7 @@ PARETO_COLUMNS = [
     "interactivity_tok_s",
     "decode_tok_s",
     "stretch",
+    "disturbed",  # the frontier point rests on a disturbed measurement
 ]
 
 # A drafter point's published figures beside the measured ones: (column, the reference's keys).
@@ -124,6 +127,7 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "flags",
     *[column for column, _, _ in GAIN_REFERENCES],
     "ref_decode_gain_pct",
+    "disturbed",  # either side of the pair (flags names which)
 ]
 
 CROSSOVER_COLUMNS = [
@@ -143,6 +147,7 @@ CROSSOVER_COLUMNS = [
     "first_not_faster_verdict",
     "interval_source",
     "points",
+    "rests_on_disturbed",  # the judged points whose pair is disturbed: the answer rests on them
 ]
 
 EVERY_POINT, NEVER = "faster at every point", "never faster"
@@ -195,6 +200,7 @@ def point_row(
         "server_start_position": server.get("position"),
         **{key: getattr(cell, key) for key in ("model", "engine", "quant", "drafter", "workload")},
         "reason": row.get("reason") or "",
+        "disturbed": disturbed(metrics),
     }
     out[sweep.axis] = int(sweep.value) if sweep.axis == CONCURRENCY else float(sweep.value)
     if row.get("status") != Status.DONE:
@@ -261,7 +267,8 @@ def pareto_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
 def pareto_table(sweeps: pd.DataFrame) -> pd.DataFrame:
     """pareto.csv: the frontier of decode tok/s (throughput) against interactivity over every
     finished point of every series, by interactivity rising (so throughput falling); `stretch`
-    numbers the runs of consecutive frontier points one series owns."""
+    numbers the runs of consecutive frontier points one series owns; `disturbed` marks a
+    frontier point measured while other work used the machine."""
     done = sweeps[
         (sweeps["status"] == Status.DONE)
         & sweeps["decode_tok_s"].map(lambda v: not is_missing(v))
@@ -280,10 +287,11 @@ def pareto_table(sweeps: pd.DataFrame) -> pd.DataFrame:
         ascending=[True, False, True],
         kind="stable",
     )
-    frame = frontier[PARETO_COLUMNS[:-1]].reset_index(drop=True).copy()
+    frame = frontier[PARETO_COLUMNS[:-2]].reset_index(drop=True).copy()
     owners = list(frame["series"])
     changes = [0] + [int(a != b) for a, b in zip(owners, owners[1:], strict=False)]
     frame["stretch"] = pd.array([1 + c for c in accumulate(changes)][: len(owners)], dtype="Int64")
+    frame["disturbed"] = list(frontier["disturbed"])
     frame["concurrency"] = frame["concurrency"].astype("Int64")
     return frame[PARETO_COLUMNS]
 
@@ -572,12 +580,25 @@ def crossover_summary(verdicts: Sequence[tuple[str, str | None]]) -> str:
     return text
 
 
+def disturbed_note(labels: Sequence[str]) -> str:
+    """What a crossover resting on disturbed points must say: which points."""
+    if not labels:
+        return ""
+    verb = "rests" if len(labels) == 1 else "rest"
+    return (
+        f"; {_joined(list(labels))} {verb} on a disturbed measurement (other work on the "
+        "machine during the bench): read with care, or measure again (checks.rerun_disturbed)"
+    )
+
+
 def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.DataFrame) -> dict:
     """One drafter series' crossover from its spec_gain_sweep rows (in load order): the last
     point it is faster at and the first it is not (points without a verdict are skipped), with
-    the gain and interval each rests on."""
+    the gain and interval each rests on. Every judged point shapes the answer, so a judged
+    point whose pair is disturbed is named (`rests_on_disturbed`, and in the summary)."""
     rows = _records(gains)
     judged = [r for r in rows if r.get("verdict")]
+    shaky = [r["point"] for r in judged if r.get("disturbed")]
     faster = [r for r in judged if r["verdict"] == FASTER]
     not_faster = [r for r in judged if r["verdict"] != FASTER]
     last, first = (faster[-1] if faster else None), (not_faster[0] if not_faster else None)
@@ -588,7 +609,8 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
         "axis": axis,
         "last_faster": last[axis] if last else None,
         "first_not_faster": first[axis] if first else None,
-        "summary": crossover_summary([(r["point"], r.get("verdict")) for r in rows]),
+        "summary": crossover_summary([(r["point"], r.get("verdict")) for r in rows])
+        + disturbed_note(shaky),
         "monotone": flags == sorted(flags, reverse=True) if judged else None,
         "first_not_faster_verdict": first["verdict"] if first else None,
         "interval_source": "; ".join(
@@ -601,6 +623,7 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
             )
         ),
         "points": ", ".join(r["point"] for r in rows),
+        "rests_on_disturbed": ", ".join(shaky),
     }
     for name, row in (("last_faster", last), ("first_not_faster", first)):
         for suffix in ("", "_lo", "_hi"):
@@ -671,6 +694,11 @@ def series_sections(
             )
         else:
             lines.append("On the frontier: no point")
+        shaky = [p for p, d in zip(group["point"], group["disturbed"], strict=True) if d is True]
+        if shaky:
+            lines.append(
+                f"Disturbed (other work on the machine during the bench): {', '.join(shaky)}"
+            )
         failed = group[group["status"] != Status.DONE]
         for row in failed.itertuples():
             lines.append(f"{row.point}: {row.status}" + (f" ({row.reason})" if row.reason else ""))

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..loadgen.records import RequestRecord
-from ..process.machine_use import client_note, interference_note
+from ..process.machine_use import attempts_note, client_note, disturbed, interference_note
 from ..vocabulary import Cell, CellData, CellMetrics, Status, identity
 from .compact import (
     NOT_RUN,
@@ -97,6 +97,7 @@ LATER_COLUMNS = [
     "interference",
     "server_rss_peak_gib",
     *SLO_COLUMNS,  # latency goals and the tail note (outputs.slo_cells)
+    "disturbed",  # other work on the machine during the bench (process.machine_use.disturbed)
 ]
 
 
@@ -234,12 +235,14 @@ def check_columns(metrics: CellMetrics) -> dict[str, Any]:
             }
         )
     if other:
+        note = interference_note(other)
         row.update(
             {
                 "other_cpu_percent_of_core": other.get("other_cpu_percent_of_core"),
                 "other_mem_rise_gib": other.get("other_mem_rise_gib"),
                 "interference": other.get("flagged"),
-                "interference_note": interference_note(other),
+                "interference_note": note + attempts_note(metrics) if note else "",
+                "disturbed": disturbed(metrics),
             }
         )
     return row

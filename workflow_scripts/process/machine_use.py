@@ -13,6 +13,11 @@ and `interference` objects, and described for cards and the summary (`*_note`).
 - Other memory: the highest rise, over the bench's memory samples, of used memory (the fall of
   MemAvailable from the bench's first sample) beyond the rise of the server's and the client's
   RSS: memory something else took while the cell ran.
+
+A cell is *disturbed* when the second crossed its threshold (`disturbed`): other work on the
+machine shared it with the bench. A busy client (`limited`) is flagged too, but it is the bench's
+own limit, the same on a rerun: it is not a disturbance, and a disturbed cell (not a limited one)
+is measured again up to the config's `checks.rerun_disturbed` times (cell.run).
 """
 
 from __future__ import annotations
@@ -32,17 +37,43 @@ CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 @dataclass(frozen=True)
 class Thresholds:
-    """When a cell's measurement is flagged: the config's `checks` (these are the schema's
-    defaults; tests keep the two equal)."""
+    """When a cell's measurement is flagged, and how many more times a disturbed one is
+    measured: the config's `checks` (these are the schema's defaults; tests keep the two
+    equal)."""
 
     client_process_percent_of_core: float = 85.0
     other_cpu_percent_of_core: float = 25.0
     other_mem_rise_gib: float = 0.5
+    rerun_disturbed: int = 0
 
     @classmethod
     def from_config(cls, checks: Mapping[str, Any] | None) -> Thresholds:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: float(v) for k, v in (checks or {}).items() if k in names})
+        kinds = {f.name: int if f.name == "rerun_disturbed" else float for f in fields(cls)}
+        return cls(**{k: kinds[k](v) for k, v in (checks or {}).items() if k in kinds})
+
+
+# metrics.json's check objects and their flags: the client's own limit, and other work on the
+# machine (what makes a cell disturbed).
+CLIENT_LIMITED = ("client", "limited")
+DISTURBED = ("interference", "flagged")
+# metrics.json's key for the attempts a disturbed measurement was discarded at (cell.run).
+DISTURBED_ATTEMPTS = "disturbed_attempts"
+
+
+def disturbed(metrics: Mapping[str, Any] | None) -> bool | None:
+    """Whether other work on the machine crossed a threshold during the cell's bench (its
+    `interference` flag; of a cell's repeats, any one's); None when the cell has no such check
+    (not run, failed before the bench)."""
+    key, flag = DISTURBED
+    found = (metrics or {}).get(key)
+    return None if not found else bool(found.get(flag))
+
+
+def disturbed_flag(cells: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """`disturbed: <name>[ and <name>]` naming which cells of a pair or a point (name -> its
+    metrics) were disturbed, else '': what a comparison resting on them must say."""
+    names = [name for name, metrics in cells.items() if disturbed(metrics)]
+    return f"disturbed: {' and '.join(names)}" if names else ""
 
 
 @dataclass(frozen=True)
@@ -229,6 +260,16 @@ def _in_run(found: Mapping[str, Any]) -> str:
     """`, in run <cell>`: which repeat a flag of a folded cell came from."""
     run = found.get(FLAGGED_IN_RUN)
     return f", in run `{run}`" if run else ""
+
+
+def attempts_note(metrics: Mapping[str, Any]) -> str:
+    """`; measured N times, …`: the attempts discarded as disturbed before the kept one."""
+    discarded = len(metrics.get(DISTURBED_ATTEMPTS) or ())
+    if not discarded:
+        return ""
+    if disturbed(metrics):
+        return f"; measured {discarded + 1} times, disturbed each time (the last is kept)"
+    return f"; measured {discarded + 1} times, the first {discarded} disturbed (discarded)"
 
 
 def interference_note(found: Mapping[str, Any] | None) -> str:
