@@ -6,6 +6,8 @@ refused too, and the refusal writes the secret nowhere."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,27 @@ def test_a_secret_in_the_config_stops_snakemake_before_anything_and_is_written_n
     assert secret not in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
     assert files_holding(tmp_path, secret.encode()) == [str(tmp_path / "matrix.yaml")]
+
+
+def test_a_search_rate_whose_probe_id_cannot_be_read_back_stops_plan_and_a_dry_run(tmp_path):
+    """`search.min: 1e-05` used to be planned by `plan`, then ended `snakemake -n` in a traceback
+    (probe id `...-r1e-05` is read back as nothing). Both now refuse it, naming the key."""
+    config = default_config()
+    goal = config["workloads"]["goal"]
+    goal["concurrency"] = 4
+    goal["search"] = {"over": "request_rate", "min": 1e-5, "max": 1.0, "tolerance": 0.1}
+    path = write_config(tmp_path, config)
+    plan = subprocess.run(
+        [sys.executable, "-m", "workflow_scripts.plan", "--configfile", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    dry = run_snakemake(tmp_path, "-n", timeout=120)
+    for proc in (plan, dry):
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out
+        assert "config key 'workloads.goal.search.min'" in out and "r1e-05" in out, out
+        assert "Traceback" not in out, out
+    assert not (tmp_path / "results").exists()

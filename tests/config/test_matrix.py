@@ -210,3 +210,85 @@ def test_bad_config_fails_the_workflow_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert "workloads.c4.concurrency" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+# -- an engine handed weights it cannot read, from a local folder or a safetensors file ---------
+
+
+def _safetensors_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "smollm2-hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"\0" * 8)
+    return folder
+
+
+def _with_quant(weights: dict, **cell) -> dict:
+    """The default matrix plus quant `hf` of smollm2 with these weights, crossed with
+    llama.cpp in a `matrix:` product (or in the explicit cell given)."""
+    config = default_config()
+    config["models"]["smollm2-135m"]["quants"]["hf"] = {"weights": weights}
+    entry = cell or {
+        "matrix": {
+            "model": ["smollm2-135m"],
+            "quant": ["q4_1", "hf"],
+            "engine": ["llamacpp-cpu"],
+            "workload": ["c4"],
+        }
+    }
+    config["cells"].append(entry)
+    return config
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        pytest.param(
+            lambda tmp: {"source": "local", "path": str(_safetensors_folder(tmp))}, id="folder"
+        ),
+        pytest.param(
+            lambda tmp: {"source": "local", "path": str(tmp / "model.safetensors")},
+            id="safetensors-file",
+        ),
+        pytest.param(
+            lambda tmp: {
+                "source": "hf",
+                "repo": "org/smollm2",
+                "revision": "main",
+                "patterns": ["*.safetensors", "*.json"],
+            },
+            id="hub-safetensors",
+        ),
+    ],
+)
+def test_a_matrix_crossing_llamacpp_with_safetensors_is_refused_naming_the_pair(tmp_path, weights):
+    """A `matrix:` product that pairs llama.cpp with a safetensors quant is refused before
+    anything runs (not planned as `llama-server -m <folder>`), naming the pair and the fix."""
+    config = _with_quant(weights(tmp_path))
+    with pytest.raises(ConfigError) as error:
+        build_cells(validate_config(config))
+    message = str(error.value)
+    index = len(config["cells"]) - 1
+    assert f"config key 'cells[{index}].matrix'" in message, message
+    assert "smollm2-135m__llamacpp-cpu__hf__none__c4" in message, message
+    assert "engine 'llamacpp-cpu' (llamacpp) reads GGUF files" in message, message
+    assert "quant 'hf' of model 'smollm2-135m'" in message and "exclude" in message, message
+
+
+def test_an_explicit_cell_handing_llamacpp_a_local_folder_is_refused(tmp_path):
+    weights = {"source": "local", "path": str(_safetensors_folder(tmp_path))}
+    cell = {"model": "smollm2-135m", "quant": "hf", "engine": "llamacpp-cpu", "workload": "c4"}
+    config = _with_quant(weights, **cell)
+    with pytest.raises(ConfigError, match=r"cells\[\d+\]\.quant'.*\(llamacpp\) reads GGUF"):
+        build_cells(validate_config(config))
+
+
+def test_a_local_folder_is_what_vllm_reads_and_a_local_gguf_what_llamacpp_reads(tmp_path):
+    folder = {"source": "local", "path": str(_safetensors_folder(tmp_path))}
+    vllm = {"model": "smollm2-135m", "quant": "hf", "engine": "vllm-cpu", "workload": "c4"}
+    assert "smollm2-135m__vllm-cpu__hf__none__c4" in {
+        cell.id for cell in build_cells(validate_config(_with_quant(folder, **vllm)))
+    }
+    gguf = {"source": "local", "path": str(tmp_path / "smollm2.gguf")}
+    cells = build_cells(validate_config(_with_quant(gguf)))
+    assert "smollm2-135m__llamacpp-cpu__hf__none__c4" in {cell.id for cell in cells}

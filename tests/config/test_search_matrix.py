@@ -7,6 +7,7 @@ No stand-ins: pure config and planner code."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -53,6 +54,10 @@ def config(**overrides):
         ),
         (
             {"ttft_ms": {"percentile": 99, "max": 9}, "attainment": 0},
+            "workloads.goal.slo.attainment",
+        ),
+        (  # it can never pass: no finite run shows every request, ever, meets the goal
+            {"ttft_ms": {"percentile": 99, "max": 9}, "attainment": 1},
             "workloads.goal.slo.attainment",
         ),
     ],
@@ -142,3 +147,117 @@ def test_a_load_left_unresolved_is_not_the_search_reaching_its_max():
     plan = next_probe(spec, verdicts)
     assert plan.done and plan.largest_passing == 1 and plan.undecided == (2,)
     assert not plan.at_max
+
+
+# -- search inputs whose answer would be wrong or unreachable -------------------------------------
+
+
+def test_attainment_one_is_refused_naming_the_value():
+    cfg = config(slo={"tpot_ms": {"percentile": 90, "max": 50}, "attainment": 1})
+    with pytest.raises(ConfigError, match=r"'workloads\.goal\.slo\.attainment': 1 "):
+        validate_config(cfg)
+
+
+@pytest.mark.parametrize("searching", [False, True], ids=["plain-cell", "searched-series"])
+@pytest.mark.parametrize("first", [False, True], ids=["after-the-search", "before-the-search"])
+def test_a_cell_with_a_probes_id_is_refused(searching, first):
+    """Workload `goal-c8` beside a search of `goal` (1..16) makes a cell (or a searched series)
+    whose id is probe c8's: the search would read that cell's result as its probe."""
+    cfg = config()
+    clash = goal_workload() if searching else tiny_workload()
+    cfg["workloads"]["goal-c8"] = clash
+    entry = {"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "goal-c8"}
+    if first:
+        cfg["cells"].insert(0, entry)
+    else:
+        cfg["cells"].append(entry)
+    where = "cells[0]" if first else "cells[2]"
+    with pytest.raises(ConfigError) as error:
+        build_cells(validate_config(cfg))
+    message = str(error.value)
+    assert f"config key '{where}'" in message and f"'{SERIES}-c8'" in message, message
+    assert "probe c8 of the search of workload 'goal'" in message, message
+
+
+def test_a_workload_named_like_no_probe_is_accepted():
+    cfg = config()
+    cfg["workloads"]["goal-c17"] = tiny_workload()  # above the search's max: no probe's id
+    cfg["workloads"]["goal-fast"] = tiny_workload()
+    for name in ("goal-c17", "goal-fast"):
+        cfg["cells"].append({"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": name})
+    assert {f"{SERIES}-c17", f"{SERIES}-fast"} <= {c.id for c in build_cells(validate_config(cfg))}
+
+
+def test_a_search_max_above_the_prompts_a_probe_sends_is_refused():
+    """With 40 prompts, a probe at c64 has 40 requests in flight, as c40 has: its answer would
+    be the load of c40 under a larger label."""
+    with pytest.raises(
+        ConfigError, match=r"'workloads\.goal\.search\.max': 64; above num_prompts 40"
+    ):
+        validate_config(config(search={"over": "concurrency", "min": 1, "max": 64}))
+    validate_config(config(search={"over": "concurrency", "min": 1, "max": 40}))
+    scaled = goal_workload(search={"over": "concurrency", "min": 1, "max": 64})
+    del scaled["num_prompts"]
+    scaled["num_prompts_per_concurrency"] = 2  # a probe at c64 sends 128 prompts
+    cfg = config()
+    cfg["workloads"]["goal"] = scaled
+    validate_config(cfg)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("extension_factor", 1e9),
+        ("extension_factor", 4.5),
+        ("max_extensions", 5),
+        ("max_extensions", 1000),
+    ],
+)
+def test_extension_caps_are_refused_past_them(key, value):
+    """Without caps, `extension_factor: 1e9` planned a 4e10-prompt probe."""
+    search = {"over": "concurrency", "min": 1, "max": 16, key: value}
+    with pytest.raises(
+        ConfigError, match=rf"'workloads\.goal\.search\.{key}': {re.escape(str(value))} "
+    ):
+        validate_config(config(search=search))
+
+
+def test_the_extension_caps_are_accepted_and_the_schema_states_the_same():
+    from workflow_scripts.config.matrix import load_schema
+    from workflow_scripts.config.search import EXTENSION_FACTOR_CAP, MAX_EXTENSIONS_CAP
+
+    search = {
+        "over": "concurrency",
+        "min": 1,
+        "max": 16,
+        "extension_factor": EXTENSION_FACTOR_CAP,
+        "max_extensions": MAX_EXTENSIONS_CAP,
+    }
+    validate_config(config(search=search))
+    stated = load_schema()["$defs"]["workload"]["properties"]["search"]["properties"]
+    assert stated["extension_factor"]["maximum"] == EXTENSION_FACTOR_CAP
+    assert stated["max_extensions"]["maximum"] == MAX_EXTENSIONS_CAP
+
+
+def rate_config(low):
+    return config(
+        concurrency=4,
+        search={"over": "request_rate", "min": low, "max": 1.0, "tolerance": 0.1},
+    )
+
+
+def test_a_rate_min_whose_probe_id_cannot_be_read_back_is_refused():
+    """A rate of 1e-05 is written `r1e-05` in a probe's id, which no id reads back (snakemake -n
+    ended in a traceback)."""
+    with pytest.raises(ConfigError, match=r"'workloads\.goal\.search\.min': 1e-05; .*r1e-05"):
+        validate_config(rate_config(1e-5))
+
+
+def test_the_smallest_rate_accepted_round_trips_through_its_probe_id():
+    from workflow_scripts.config.search import MIN_RATE
+
+    searches = build_searches(validate_config(rate_config(MIN_RATE)))
+    search = searches[SERIES]
+    for load in (MIN_RATE, search.spec.normal(MIN_RATE * 1.23456789)):
+        probe = search.probe_id((load, 1))
+        assert probe_of(searches, probe) == (search, (load, 1)), probe

@@ -22,7 +22,7 @@ MAX_VALUES = MAX_NODES
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 # Hosts already warned about in this process (validate_config runs at every Snakefile parse).
 _WARNED_HOSTS: set[str] = set()
-FORMAT_NAMES = {"gguf": "a GGUF file", "hf": "a Hugging Face folder"}
+FORMAT_NAMES = {"gguf": "a GGUF file", "hf": "a Hugging Face folder or safetensors file"}
 ENGINE_READS = {"gguf": "GGUF files", "hf": "Hugging Face folders (safetensors)"}
 
 
@@ -185,20 +185,10 @@ def warn_if_exposed(host: str) -> None:
 # -- cells: their settings, and weights their engine reads ---------------------------------------
 
 
-def weights_format(spec: dict[str, Any]) -> str | None:
-    """ "gguf", "hf", or None where only the fetched files can tell. A hub entry whose allow
-    patterns all name GGUF files fetches GGUF files."""
-    found = derive.weights_format(spec)
-    patterns = spec.get("patterns") if spec.get("source") == "hf" else None
-    if not found and not spec.get("filename") and patterns:
-        return "gguf" if all(str(p).endswith(".gguf") for p in patterns) else None
-    return found
-
-
 def format_problem(adapter: EngineAdapter, weights: dict[str, Any]) -> str | None:
     """Why the engine cannot load these weights, or None (also when only the fetched files
     could tell their format)."""
-    found = weights_format(weights)
+    found = derive.weights_format(weights)
     if not adapter.weight_formats or not found:
         return None
     if found not in adapter.weight_formats:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..vocabulary import ConfigError
 from ..weights import derive
-from .checks import check_known, plain_copy
+from .checks import FORMAT_NAMES, check_known, plain_copy
 
 
 def resolve_tokenizer_from(config: dict[str, Any], weights: dict[str, Any], where: str) -> None:
@@ -91,10 +91,9 @@ def check_derivation(
     found = derive.weights_format(source)
     wanted = derive.READS[convert]
     if found and found != wanted:
-        formats = {"gguf": "a GGUF file", "hf": "a Hugging Face folder"}
         raise ConfigError(
-            f"config key '{where}.from': convert '{convert}' reads {formats[wanted]}, and "
-            f"'{weights['from']}' is {formats[found]}"
+            f"config key '{where}.from': convert '{convert}' reads {FORMAT_NAMES[wanted]}, and "
+            f"'{weights['from']}' is {FORMAT_NAMES[found]}"
         )
     engine = weights.get("engine")
     if convert not in derive.USES_BUILD:

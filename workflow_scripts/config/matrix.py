@@ -440,6 +440,7 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
             for repeat in expand_repeats(point, repeats):
                 cells.append(repeat)
                 entry_of[repeat.id] = choice.entry
+    probes.check_probe_ids(seen, searches)
     return Matrix(cells=cells, searches=searches, entry_of=entry_of)
 
 

@@ -137,3 +137,29 @@ def check_search_workload(name: str, workload: Mapping[str, Any]) -> None:
             f"config key '{where}.repeats': beside a search; a search's probes are its repeats "
             "(an unresolved load is rerun with more prompts)"
         )
+    prompts = workload.get("num_prompts")
+    if spec is not None and spec.over == CONCURRENCY and prompts is not None and spec.max > prompts:
+        raise ConfigError(
+            f"config key '{where}.search.max': {spec.max}; above num_prompts {prompts}, a probe "
+            f"sends its {prompts} prompts at once, the load of c{prompts} under a larger label "
+            f"(set max to at most {prompts}, or give num_prompts_per_concurrency)"
+        )
+
+
+def check_probe_ids(ids: Mapping[str, str], searches: Mapping[str, SearchSeries]) -> None:
+    """No cell (or searched series) of the matrix has a probe's id: the search would read that
+    cell's result as its probe (a workload named `w-c8` beside a search of workload `w`).
+    `ids`: each id -> the key path of the cells entry it comes from."""
+    if not searches:
+        return
+    for cell_id, where in ids.items():
+        found = probe_of(searches, cell_id)
+        if found is None:
+            continue
+        search, key = found
+        raise ConfigError(
+            f"config key '{where}': cell '{cell_id}' has the id of probe "
+            f"{search.spec.label(key[0])} of the search of workload '{search.workload}' "
+            f"({search.where}), which would read that cell as its probe; rename workload "
+            f"'{cell_id.rpartition('__')[2]}' or '{search.workload}'"
+        )

@@ -35,7 +35,12 @@ CONCURRENCY, REQUEST_RATE = AXES
 SEARCH_KEYS = ("over", "min", "max", "tolerance", "max_extensions", "extension_factor")
 DEFAULT_MAX_EXTENSIONS = 2
 DEFAULT_EXTENSION_FACTOR = 2.0
+# Caps (the schema states them too): at most 4 extensions of at most 4x each, so the last run of
+# an unresolved load has at most 4**4 = 256 times the prompts of its first.
+MAX_EXTENSIONS_CAP = 4
+EXTENSION_FACTOR_CAP = 4.0
 RATE_DIGITS = 6  # a rate probe's load, rounded as `point_part` writes it (`:g`): key = name
+MIN_RATE = 1e-4  # the smallest rate `:g` writes without an exponent (1e-05 is `1e-05`)
 
 
 @dataclass(frozen=True)
@@ -138,13 +143,19 @@ class SearchSpec:
             raise ConfigError(
                 f"config key '{where}.max_extensions': {extensions!r} is not a count (0 or more)"
             )
+        if extensions > MAX_EXTENSIONS_CAP:
+            raise ConfigError(
+                f"config key '{where}.max_extensions': {extensions}; at most "
+                f"{MAX_EXTENSIONS_CAP} (each extension reruns a load with more prompts)"
+            )
         factor = _number(
             mapping.get("extension_factor", DEFAULT_EXTENSION_FACTOR), f"{where}.extension_factor"
         )
-        if factor <= 1.0:
+        if not 1.0 < factor <= EXTENSION_FACTOR_CAP:
             raise ConfigError(
                 f"config key '{where}.extension_factor': {factor:g}; an extension runs more "
-                "prompts than the run before it (a factor above 1)"
+                f"prompts than the run before it: a factor above 1 and at most "
+                f"{EXTENSION_FACTOR_CAP:g}"
             )
         if workload is not None:
             _check_beside(workload, over, where.rpartition(".")[0] or where)
@@ -199,7 +210,15 @@ def _load(value: Any, over: str, where: str) -> Load:
     rate = _number(value, where)
     if rate <= 0.0:
         raise ConfigError(f"config key '{where}': {rate:g}; a request rate is above 0")
-    return float(f"{rate:.{RATE_DIGITS}g}")
+    rate = float(f"{rate:.{RATE_DIGITS}g}")
+    label = point_part("", over, rate).removeprefix("-")
+    if "e" in label:  # `:g` writes a rate below 1e-4 with an exponent, which no probe id reads
+        raise ConfigError(
+            f"config key '{where}': {value!r}; a probe at that rate would be named '{label}', "
+            f"which does not read back as a rate: a searched rate is at least {MIN_RATE:g} "
+            "requests/s"
+        )
+    return rate
 
 
 def goal_of(name: str, workload: Mapping[str, Any]) -> tuple[Slo | None, SearchSpec | None]:

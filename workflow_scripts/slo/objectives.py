@@ -37,8 +37,9 @@ class Objective:
 @dataclass(frozen=True)
 class Slo:
     """The objectives a point must meet (in FIGURES order), and the fraction of requests that
-    must meet every one of them (None: no attainment target). An attainment of 1 can never
-    pass: no finite run shows that every request, ever, meets the goal."""
+    must meet every one of them (None: no attainment target), below 1: an attainment of 1 can
+    never pass (no finite run shows that every request, ever, meets the goal), so it is
+    refused."""
 
     objectives: tuple[Objective, ...]
     attainment: float | None = None
@@ -82,10 +83,11 @@ class Slo:
         attainment = None
         if ATTAINMENT in mapping:
             attainment = _number(mapping[ATTAINMENT], f"{where}.{ATTAINMENT}")
-            if not 0.0 < attainment <= 1.0:
+            if not 0.0 < attainment < 1.0:
                 raise ConfigError(
-                    f"config key '{where}.{ATTAINMENT}': {attainment:g} is not in (0, 1]: it is "
-                    "the fraction of requests that must meet every objective"
+                    f"config key '{where}.{ATTAINMENT}': {attainment:g} is not in (0, 1): it is "
+                    "the fraction of requests that must meet every objective, and 1 can never "
+                    "pass (no finite run shows that every request, ever, meets the goal)"
                 )
         return cls(objectives, attainment)
 

@@ -76,13 +76,38 @@ def quantize_type_problem(name: str) -> str | None:
 
 
 def weights_format(spec: dict[str, Any]) -> str | None:
-    """ "gguf", "hf", or None where only the fetched files can tell (a hub repo, a folder)."""
-    if spec.get("source") == "derived":
+    """What an engine is handed for a weights entry: "gguf" (a GGUF file), "hf" (safetensors:
+    a `.safetensors` file, a local folder, a hub snapshot whose patterns fetch no GGUF), or
+    None where only the fetched files can tell (a whole hub repo, a local path not there yet).
+    The one place that knows it: validation and derivations both ask here."""
+    source = spec.get("source")
+    if source == "derived":
         return WRITES.get(spec.get("convert", ""))
-    if spec.get("source") == "synthetic":
+    if source == "synthetic":
         return "gguf"
-    name = spec.get("filename") or spec.get("path") or ""
-    return "gguf" if name.endswith(".gguf") else None
+    name = str(spec.get("filename") or spec.get("path") or "")
+    if name.endswith(".gguf"):
+        return "gguf"
+    if name.endswith(".safetensors"):
+        return "hf"
+    if source == "local" and name and Path(name).expanduser().is_dir():
+        return "hf"  # fetch_local hands the folder itself to the engine
+    patterns = [str(p) for p in spec.get("patterns") or []] if source == "hf" else []
+    if patterns and not name:
+        if all(p.endswith(".gguf") for p in patterns):
+            return "gguf"
+        if not any(_may_name_gguf(p) for p in patterns):
+            return "hf"  # fetch_hf hands over the snapshot folder: no GGUF in it
+    return None
+
+
+def _may_name_gguf(pattern: str) -> bool:
+    """Whether a hub allow pattern could fetch a GGUF: one ending in another file extension
+    (`*.safetensors`, `config.json`) cannot."""
+    tail = pattern.rpartition("/")[2]
+    stem, dot, extension = tail.rpartition(".")
+    literal = dot and stem and extension.isalnum()
+    return not literal or extension == "gguf"
 
 
 @dataclass(frozen=True)
