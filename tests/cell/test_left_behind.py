@@ -480,8 +480,8 @@ def test_the_next_run_ends_an_orphaned_job_and_its_server(tmp_path):
             assert time.monotonic() < deadline, "the job never put its server on record"
             time.sleep(0.1)
         record = leftovers.read_record(path)
-        assert record.owner == leftovers.started(owner.pid)
         procs = [psutil.Process(p) for p in (record.runner.pid, *(s.pid for s in record.processes))]
+        assert record.owner == leftovers.started(owner.pid)
         assert leftovers.end_leftovers(path) is None  # its Snakemake runs: all is its own
         owner.kill()
         owner.wait()
