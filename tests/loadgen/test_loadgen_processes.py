@@ -4,11 +4,14 @@ CLI's metrics.json. Against the real pacing server of benchmarks/ (no stand-in).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 
@@ -18,6 +21,7 @@ from tests.support.outputs import REPO
 from workflow_scripts.loadgen import processes as lp
 from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.loadgen.fan_out import FanOut, LoadProcessDied
 from workflow_scripts.process.machine_use import client_use, process_cpu_s, take_snapshot
 
 PROMPTS = [Prompt(i, f"req-{i} tell me about the sea") for i in range(16)]
@@ -127,3 +131,74 @@ def test_cli_records_the_process_choice_and_the_clients_cpu(pacing_server, tmp_p
         assert client["limited"] == (
             client["max_process_percent_of_core"] >= client["limit_percent_of_core"]
         )
+
+
+# What Snakemake's `script:` runs: a temporary copy of the entry script below its preamble, which
+# defines `snakemake` and points `__file__` back at the entry script (Snakemake 9.27).
+ENTRY_SCRIPT = """\
+import json
+sm = snakemake  # noqa: F821  (injected by the preamble, as Snakemake does)
+from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.datasets import Prompt
+spec = LoadSpec(base_url=sm["url"], concurrency=4, max_tokens=20, warmup_requests=0, processes=2)
+prompts = [Prompt(i, f"req-{i} tell me about the sea") for i in range(16)]
+load = run_load(spec, prompts, RunOptions(progress=False))
+print(json.dumps({"ok": sum(r.status == "ok" for r in load.records),
+                  "processes": load.processes.processes}))
+"""
+
+
+@pytest.mark.standin
+def test_load_processes_start_under_a_main_script_that_runs_only_below_a_preamble(
+    pacing_server, tmp_path
+):
+    """STAND-IN for Snakemake's `script:` (its preamble and `__file__` as it writes them): the
+    parent's `__main__` is a script a child cannot re-run (`snakemake` is undefined without the
+    preamble); the load still fans out over two processes and measures every prompt."""
+    url, _ = pacing_server
+    entry = tmp_path / "entry.py"
+    entry.write_text(ENTRY_SCRIPT)
+    preamble = textwrap.dedent(f"""\
+        import sys; sys.path.extend([{str(REPO)!r}]); snakemake = {{"url": {url!r}}}
+        __real_file__ = __file__; __file__ = {str(entry)!r}
+        """)
+    runner = tmp_path / "tmp_entry.py"
+    runner.write_text(preamble + ENTRY_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(runner)], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout) == {"ok": len(PROMPTS), "processes": 2}
+
+
+@pytest.mark.parametrize("killed", ["before the start time reached it", "during the load"])
+def test_a_load_process_that_dies_is_named_with_how_it_ended(pacing_server, killed):
+    """Real: the second of two load processes is SIGKILLed once ready (and reaped) or mid-load;
+    the client fails at once, naming that process, when and the signal (not a bare EOFError or
+    BrokenPipeError), and ends the other one."""
+    url, _ = pacing_server
+    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=4000, warmup_requests=0, processes=2)
+    fan = FanOut(spec, PROMPTS, 2)
+
+    async def load() -> None:
+        await fan.ready()
+        victim = fan.procs[1]
+        if killed.startswith("before"):
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.join()
+        run = asyncio.ensure_future(fan.run(time.perf_counter(), lambda record: None))
+        if killed.startswith("during"):
+            await asyncio.sleep(0.5)
+            os.kill(victim.pid, signal.SIGKILL)
+        with pytest.raises(LoadProcessDied) as died:
+            await asyncio.wait_for(run, timeout=15)  # not after the other one's 20 s load
+        message = str(died.value)
+        assert f"load process 2 of 2 (pid {victim.pid}) ended {killed}" in message
+        assert message.endswith("killed by SIGKILL")
+
+    fan.start()
+    try:
+        asyncio.run(load())
+    finally:
+        fan.close()
+    assert all(not proc.is_alive() for proc in fan.procs)

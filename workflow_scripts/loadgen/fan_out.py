@@ -1,7 +1,12 @@
 """The measured part spread over spawned load processes, for loads one Python process cannot
 keep up with: one shared prompt counter (still one closed loop over the prompts), one start
 time on the shared monotonic clock, one deadline, the records merged as if one process ran
-them."""
+them.
+
+A load process needs nothing of its parent's `__main__`, and must not re-run it: under
+Snakemake's `script:` the parent's `__main__.__file__` is the rule's entry script, which runs
+only below Snakemake's preamble (in a child it raised NameError, and every fanned-out load
+ended in a bare EOFError)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,12 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import signal
+import sys
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import wait
 
 from ..process.server import die_with_parent
 from .closed_loop import measured
@@ -65,6 +74,34 @@ def _child(pipe, spec: LoadSpec, prompts: list[Prompt], counter, tally, workers:
         pipe.close()
 
 
+class LoadProcessDied(RuntimeError):
+    """A load process ended without sending what its parent waited for."""
+
+
+@contextlib.contextmanager
+def parent_main_hidden() -> Iterator[None]:
+    """While load processes start: a blank `__main__`, so spawn's preparation names no main
+    module or script for a child to re-run (what it runs, `_child`, is imported by name)."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def how_it_ended(exitcode: int | None) -> str:
+    """A process's end in words: its exit code, or the signal that killed it."""
+    if exitcode is None:
+        return "still running, its pipe closed"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
 class FanOut:
     """The measured part from `processes` spawned processes: they start (and import) while this
     one warms up, wait for the start time `run` sends, and are reaped by `close`."""
@@ -82,29 +119,65 @@ class FanOut:
         return tuple(self.tally[:])
 
     def start(self) -> None:
-        for workers in split_workers(self.spec.concurrency, self.processes):
-            mine, theirs = self.ctx.Pipe()
-            proc = self.ctx.Process(
-                target=_child,
-                args=(theirs, self.spec, self.prompts, self.counter, self.tally, workers),
-                daemon=True,
-            )
-            proc.start()
-            theirs.close()
-            self.procs.append(proc)
-            self.pipes.append(mine)
+        with parent_main_hidden():
+            for workers in split_workers(self.spec.concurrency, self.processes):
+                mine, theirs = self.ctx.Pipe()
+                proc = self.ctx.Process(
+                    target=_child,
+                    args=(theirs, self.spec, self.prompts, self.counter, self.tally, workers),
+                    daemon=True,
+                )
+                proc.start()
+                theirs.close()
+                self.procs.append(proc)
+                self.pipes.append(mine)
 
     async def ready(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._receive)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._receive, "while starting, before it was ready")
 
     async def run(self, t0: float, on_record: Callable[[RequestRecord], None]) -> None:
         """Send the start time; each process counts its records in the shared tally instead."""
-        for pipe in self.pipes:
-            pipe.send(t0)
-        self.answers = await asyncio.get_running_loop().run_in_executor(None, self._receive)
+        for i, pipe in enumerate(self.pipes):
+            try:
+                pipe.send(t0)
+            except OSError:  # its end of the pipe is gone: so is the process
+                raise self._died(i, "before the start time reached it") from None
+        loop = asyncio.get_running_loop()
+        self.answers = await loop.run_in_executor(
+            None, self._receive, "during the load, before sending its records"
+        )
 
-    def _receive(self) -> list:
-        return [p.recv() for p in self.pipes]
+    def _receive(self, when: str) -> list:
+        """One message from each process, in order; the first process to end without its
+        message raises LoadProcessDied at once, naming it and how it ended (the others are
+        ended by `close`)."""
+        answers: dict[int, object] = {}
+        while len(answers) < len(self.pipes):
+            pending = [i for i in range(len(self.pipes)) if i not in answers]
+            ready = wait(
+                [self.pipes[i] for i in pending] + [self.procs[i].sentinel for i in pending]
+            )
+            for i in pending:
+                pipe, proc = self.pipes[i], self.procs[i]
+                if pipe.poll():
+                    try:
+                        answers[i] = pipe.recv()
+                        continue
+                    except EOFError:
+                        pass
+                elif proc.sentinel not in ready:
+                    continue
+                raise self._died(i, when)
+        return [answers[i] for i in range(len(self.pipes))]
+
+    def _died(self, i: int, when: str) -> LoadProcessDied:
+        proc = self.procs[i]
+        proc.join(timeout=5)
+        return LoadProcessDied(
+            f"load process {i + 1} of {len(self.procs)} (pid {proc.pid}) ended {when}:"
+            f" {how_it_ended(proc.exitcode)}"
+        )
 
     def close(self) -> None:
         """Reap the processes. A run that did not finish (an error, Ctrl-C, SIGTERM) ends them
