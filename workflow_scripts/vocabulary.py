@@ -256,6 +256,11 @@ class MemoryFigures(TypedDict, total=False):
     peak_delta_less_client_gib: float | None  # the drop less the load client's own RSS rise
     client_rss_rise_peak_gib: float | None
     server_rss_peak_gib: float | None
+    # The server tree's RSS split (peaks over the run); None where its processes are not ours
+    server_rss_anon_peak_gib: float | None
+    server_rss_file_peak_gib: float | None  # mmap'd weights: page cache, counted as available
+    server_rss_shmem_peak_gib: float | None
+    delta_understates: bool | None  # the drop is negative or below the server's anonymous RSS
     gpu_used_peak_gib: float | None
     interval_s: float
 

@@ -3,6 +3,7 @@ against a real child process that allocates a known amount."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -13,9 +14,15 @@ import pytest
 from workflow_scripts.process.memory import (
     MemorySample,
     MemorySampler,
+    RssSplit,
+    delta_understates,
     less_client_peaks,
+    parse_status_rss,
     read_mem_available_kib,
+    sum_rss,
     summarize_memory,
+    understates_note,
+    write_memory_csv,
 )
 
 MIB = 1024  # KiB
@@ -314,3 +321,179 @@ def test_a_cell_below_its_memory_floor_fails_and_leaves_no_server(tmp_path):
     assert launched[0].endswith("llama-server")
     survivors = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == launched]
     assert not survivors
+
+
+# The server's resident memory split (issue #34): anonymous vs file-backed pages, from
+# /proc/<pid>/status, summed over the server's tree; and when the MemAvailable drop understates it.
+
+STATUS_TEXT = """Name:\tllama-server
+State:\tS (sleeping)
+VmPeak:\t 1234567 kB
+VmRSS:\t  512000 kB
+RssAnon:\t  102400 kB
+RssFile:\t  409000 kB
+RssShmem:\t     600 kB
+VmData:\t  200000 kB
+Threads:\t4
+"""
+
+
+def test_status_text_gives_the_rss_split():
+    assert parse_status_rss(STATUS_TEXT) == RssSplit(512_000, 102_400, 409_000, 600)
+    kernel_thread = "Name:\tkthreadd\nState:\tS (sleeping)\nThreads:\t1\n"
+    assert parse_status_rss(kernel_thread) is None  # no memory of its own: not counted
+    old_kernel = "Name:\tx\nVmRSS:\t 2048 kB\n"  # before Linux 4.5: no split
+    assert parse_status_rss(old_kernel) == RssSplit(2048, None, None, None)
+
+
+def test_a_tree_sums_each_part_and_an_unknown_part_stays_unknown():
+    parent, worker = RssSplit(100, 60, 40, 0), RssSplit(300, 250, 40, 10)
+    assert sum_rss([parent, worker]) == RssSplit(400, 310, 80, 10)
+    assert sum_rss([parent, RssSplit(5, None, None, None)]) == RssSplit(105, None, None, None)
+    assert sum_rss([]) is None
+
+
+def split(t, phase, avail_mib, anon_mib=None, file_mib=None):
+    """A sample with the server tree's RSS split (MiB); RSS is their sum."""
+    known = anon_mib is not None and file_mib is not None
+    return MemorySample(
+        t,
+        phase,
+        avail_mib * MIB,
+        (anon_mib + file_mib) * MIB if known else None,
+        None,
+        server_rss_anon_kib=None if anon_mib is None else anon_mib * MIB,
+        server_rss_file_kib=None if file_mib is None else file_mib * MIB,
+        server_rss_shmem_kib=0 if known else None,
+    )
+
+
+def test_a_drop_below_the_servers_anonymous_memory_is_flagged():
+    """Gemma 3 270M on llama.cpp, as the issue saw it: MemAvailable fell 6 MiB (and rose 140 MiB
+    while loading), the server held 400 MiB anonymous and 90 MiB of its mmap'd model file. The
+    drop stays as it was; the split is beside it and the drop is marked as understating."""
+    gib = 1024  # MiB
+    samples = [
+        split(0.0, "baseline", 10_000),
+        split(0.5, "baseline", 10_000),
+        split(1.0, "load", 10_140, 200, 90),
+        split(1.5, "bench", 9_994, 400, 90),
+        split(2.0, "teardown", 10_000),
+    ]
+    mem = summarize_memory(samples, 0.5)
+    assert mem["peak_delta_gib"] == pytest.approx(6 / gib)
+    assert mem["load_peak_delta_gib"] == pytest.approx(-140 / gib)
+    assert mem["server_rss_anon_peak_gib"] == pytest.approx(400 / gib)
+    assert mem["server_rss_file_peak_gib"] == pytest.approx(90 / gib)
+    assert mem["server_rss_shmem_peak_gib"] == 0
+    assert mem["delta_understates"] is True
+    note = understates_note(mem, mem["peak_delta_gib"])
+    assert "understates" in note and "0.39 GiB of anonymous memory" in note
+    assert "page cache" in note
+
+
+def test_a_drop_that_holds_the_anonymous_memory_is_not_flagged():
+    samples = [split(0, "baseline", 10_000), split(1, "bench", 9_550, 400, 90)]
+    mem = summarize_memory(samples, 1.0)
+    assert mem["delta_understates"] is False
+    assert understates_note(mem, mem["peak_delta_gib"]) == ""
+
+
+def test_understating_rules_noise_negative_and_unknown():
+    assert delta_understates(0.006, 0.4) is True
+    assert delta_understates(0.39, 0.4) is False  # within 5 % of the anonymous peak: noise
+    assert delta_understates(0.2, 0.4, baseline_spread_gib=0.25) is False  # a noisy baseline
+    assert delta_understates(-0.14, None) is True  # negative says nothing of the server
+    assert delta_understates(0.3, None) is None  # no anonymous figure (a container unseen)
+    assert delta_understates(None, 0.4) is None
+
+
+def test_a_container_servers_split_is_null_not_zero():
+    """No sample knows the split (a `docker run` client's tree): the peaks are null, and the
+    drop is not held against a figure nobody measured."""
+    samples = [split(0, "baseline", 10_000), split(1, "bench", 9_000)]
+    mem = summarize_memory(samples, 1.0)
+    for key in ("server_rss_anon_peak_gib", "server_rss_file_peak_gib"):
+        assert mem[key] is None
+    assert mem["delta_understates"] is None
+    assert summarize_memory([split(0, "load", 5)], 1.0)["server_rss_anon_peak_gib"] is None
+
+
+def test_memory_csv_keeps_its_columns_and_appends_the_split(tmp_path):
+    path = tmp_path / "memory.csv"
+    write_memory_csv(str(path), [split(0.5, "bench", 9_000, 400, 90)])
+    header, row = path.read_text().splitlines()
+    old = ["t", "phase", "mem_available_kib", "server_rss_kib", "gpu_used_mib", "client_rss_kib"]
+    assert header.split(",")[:6] == old
+    assert header.split(",")[6:] == [
+        "server_rss_anon_kib",
+        "server_rss_file_kib",
+        "server_rss_shmem_kib",
+    ]
+    assert row.split(",")[6:] == [str(400 * MIB), str(90 * MIB), "0"]
+
+
+def _child(program: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _split_of(pid: int) -> MemorySample:
+    sampler = MemorySampler(interval_s=0.1)
+    sampler.server_pid = pid
+    return sampler.sample()
+
+
+def test_mmapd_pages_count_as_file_backed_and_allocations_as_anonymous(tmp_path):
+    """Real processes: one maps a 128 MiB file read-only (as llama.cpp maps a model) and touches
+    every page: its RssFile rises by the file, its RssAnon does not; one allocates 128 MiB: its
+    RssAnon rises by them, its RssFile does not."""
+    size_mib = 128
+    model = tmp_path / "model.bin"
+    with open(model, "wb") as handle:
+        for _ in range(size_mib):
+            handle.write(b"\x01" * 2**20)
+    mapper = (
+        "import mmap, sys, time\n"
+        f"f = open({str(model)!r}, 'rb')\n"
+        "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+        "total = sum(m[i] for i in range(0, len(m), 4096))\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    allocator = allocate(size_mib).replace("'allocated'", "'ready'")
+    idle = "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    procs = []
+    try:
+        procs = [_child(idle), _child(mapper), _child(allocator)]
+        base, mapped, anon = (_split_of(p.pid) for p in procs)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    for found in (base, mapped, anon):
+        total = found.server_rss_anon_kib + found.server_rss_file_kib
+        assert total + found.server_rss_shmem_kib == found.server_rss_kib
+    file_rise = (mapped.server_rss_file_kib - base.server_rss_file_kib) / MIB
+    assert file_rise == pytest.approx(size_mib, rel=0.05)
+    assert abs(mapped.server_rss_anon_kib - base.server_rss_anon_kib) / MIB < 16
+    anon_rise = (anon.server_rss_anon_kib - base.server_rss_anon_kib) / MIB
+    assert anon_rise == pytest.approx(size_mib, rel=0.05)
+    assert abs(anon.server_rss_file_kib - base.server_rss_file_kib) / MIB < 16
+
+
+@pytest.mark.standin
+def test_a_tree_rooted_at_a_container_client_has_no_split(tmp_path):
+    """Stand-in for `docker run` (no docker here): `sleep` started under the name `docker`. Its
+    tree holds the client, not the server in the container: RSS as before, the split null."""
+    client = tmp_path / "docker"
+    client.symlink_to(shutil.which("sleep"))
+    proc = subprocess.Popen([str(client), "60"])
+    try:
+        time.sleep(0.2)
+        found = _split_of(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert found.server_rss_kib and found.server_rss_kib > 0
+    assert found.server_rss_anon_kib is None and found.server_rss_file_kib is None

@@ -16,6 +16,7 @@ NOT_RUN = "not run"
 REF_PREFIX = "ref_"
 PUBLISHED = " (published)"
 REASON_CHARS = 100
+UNDERSTATED = " (understated)"  # a MemAvailable drop below what the server holds (mem_note)
 
 
 def clip(text: str, limit: int) -> str:
@@ -173,6 +174,8 @@ def _measured(row: Mapping[str, Any], column: Column) -> str:
         return str(row.get(column.key) or "")
     if column.key == INTERVAL_COLUMN.key:
         return interval_text(row) if done else ""
+    if column.key == "peak_mem_gib" and done and row.get("mem_delta_understates") is True:
+        return with_interval(row, column.key, column.digits) + UNDERSTATED  # the note says why
     # a cell that did not finish has figures that compare with nothing
     return with_interval(row, column.key, column.digits) if done else ""
 

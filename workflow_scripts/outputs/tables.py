@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..loadgen.records import RequestRecord
 from ..process.machine_use import attempts_note, client_note, disturbed, interference_note
+from ..process.memory import understates_note
 from ..vocabulary import Cell, CellData, CellMetrics, Status, identity
 from .compact import (
     NOT_RUN,
@@ -19,6 +20,7 @@ from .compact import (
     first_line,
     is_missing,
     number_text,
+    peak_mem_gib,
     summary_row,
 )
 from .labels import context_tokens, engine_label
@@ -77,6 +79,11 @@ INTERVAL_FIGURES = [
 ]
 
 
+# The server's own resident memory beside peak_mem_gib (the MemAvailable drop), and whether that
+# drop understates it (metrics.json `mem`, process.memory).
+MEMORY_COLUMNS = ["server_anon_peak_gib", "server_file_peak_gib", "mem_delta_understates"]
+
+
 LATER_COLUMNS = [
     "build_variant",
     "interval_source",
@@ -98,6 +105,7 @@ LATER_COLUMNS = [
     "server_rss_peak_gib",
     *SLO_COLUMNS,  # latency goals and the tail note (outputs.slo_cells)
     "disturbed",  # other work on the machine during the bench (process.machine_use.disturbed)
+    *MEMORY_COLUMNS,
 ]
 
 
@@ -248,6 +256,18 @@ def check_columns(metrics: CellMetrics) -> dict[str, Any]:
     return row
 
 
+def memory_columns(metrics: CellMetrics) -> dict[str, Any]:
+    """The server tree's anonymous and file-backed RSS peaks, and whether the MemAvailable drop
+    shown as `peak_mem_gib` understates them, with a note saying why when it does."""
+    mem = metrics.get("mem") or {}
+    return {
+        "server_anon_peak_gib": mem.get("server_rss_anon_peak_gib"),
+        "server_file_peak_gib": mem.get("server_rss_file_peak_gib"),
+        "mem_delta_understates": mem.get("delta_understates"),
+        "mem_note": understates_note(mem, peak_mem_gib(mem)),
+    }
+
+
 def _reference(cell: Cell | None) -> dict[str, Any] | None:
     return cell.reference if cell is not None else None
 
@@ -266,6 +286,7 @@ def summary_rows(
             **summary_row(metrics, _reference(by_id.get(metrics["cell"]))),
             **interval_columns(metrics, records.get(metrics["cell"])),
             **check_columns(metrics),
+            **memory_columns(metrics),
             **slo_columns(metrics),
         }
         for metrics in merge_with_cells(all_metrics, cells)

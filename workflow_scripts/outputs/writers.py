@@ -74,6 +74,7 @@ FLAG_NOTES = [
     ("stability_note", "Throughput not steady within the run"),
     ("client_note", "The load client may have limited the measurement"),
     ("interference_note", "Other work on the machine during the bench"),
+    ("mem_note", "Peak memory (the MemAvailable drop) below what the server holds"),
 ]
 
 

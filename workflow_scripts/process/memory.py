@@ -1,6 +1,7 @@
-"""Memory telemetry: MemAvailable from /proc/meminfo, server and client process-tree RSS, GPU
-memory (NVML), sampled in a thread from before launch until after teardown, each sample tagged
-with its phase; and a watchdog that kills the server below a MemAvailable floor."""
+"""Memory telemetry: MemAvailable from /proc/meminfo, server and client process-tree RSS (the
+server's split into anonymous, file-backed and shared-memory pages), GPU memory (NVML), sampled in
+a thread from before launch until after teardown, each sample tagged with its phase; and a
+watchdog that kills the server below a MemAvailable floor."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import csv
 import statistics
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,14 @@ import psutil
 from ..atomic import atomic_open
 
 KIB_PER_GIB = 2**20
+# A tree rooted at one of these is a container client: the server runs in the container, so
+# the tree's memory is the client's, not the server's; its split is unknown (null), never 0.
+CONTAINER_CLIENTS = frozenset({"docker", "podman", "nerdctl"})
+# The MemAvailable drop "understates" the server when it is negative, or below the server's
+# anonymous memory by more than the noise: the baseline's spread, this share of the anonymous
+# peak, or UNDERSTATES_MIN_GIB, whichever is largest.
+UNDERSTATES_SHARE = 0.05
+UNDERSTATES_MIN_GIB = 1 / 64
 PHASES = ("baseline", "load", "warmup", "bench", "teardown")
 AFTER_LAUNCH = PHASES[1:]
 
@@ -29,6 +38,75 @@ class MemorySample:
     server_rss_kib: int | None
     gpu_used_mib: float | None
     client_rss_kib: int | None = None  # this process's tree without the server's
+    # The server tree's RSS split as /proc/<pid>/status gives it: anonymous pages (heap, KV
+    # cache: memory only the server holds), file-backed pages (mmap'd weights, libraries: page
+    # cache, which MemAvailable counts as available) and shared memory (tmpfs, /dev/shm).
+    # None: not known (a container client's tree, or no server yet).
+    server_rss_anon_kib: int | None = None
+    server_rss_file_kib: int | None = None
+    server_rss_shmem_kib: int | None = None
+
+
+@dataclass(frozen=True)
+class RssSplit:
+    """Resident memory in KiB, whole (VmRSS) and split (RssAnon + RssFile + RssShmem = VmRSS);
+    a part is None on a kernel that does not split it (before Linux 4.5)."""
+
+    rss_kib: int
+    anon_kib: int | None
+    file_kib: int | None
+    shmem_kib: int | None
+
+
+# The lines of /proc/<pid>/status read, and the RssSplit field each fills.
+STATUS_KEYS = {
+    "VmRSS": "rss_kib",
+    "RssAnon": "anon_kib",
+    "RssFile": "file_kib",
+    "RssShmem": "shmem_kib",
+}
+
+
+def parse_status_rss(text: str) -> RssSplit | None:
+    """The resident memory lines of a /proc/<pid>/status text (`RssAnon:  1234 kB`); None for
+    a process with no memory figures (a kernel thread, a zombie)."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in STATUS_KEYS:
+            found[STATUS_KEYS[name]] = int(rest.split()[0])
+    if "rss_kib" not in found:
+        return None
+    return RssSplit(
+        found["rss_kib"], found.get("anon_kib"), found.get("file_kib"), found.get("shmem_kib")
+    )
+
+
+def read_status_rss(pid: int) -> RssSplit | None:
+    """One process's resident memory from /proc/<pid>/status (readable for any process, a
+    container's too); None when it is gone or has none."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return parse_status_rss(handle.read())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _sum_part(values: Sequence[int | None]) -> int | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def sum_rss(splits: Sequence[RssSplit]) -> RssSplit | None:
+    """A process tree's resident memory: each part summed over its processes (a part unknown for
+    one of them is unknown for the tree); None for no process."""
+    if not splits:
+        return None
+    return RssSplit(
+        sum(s.rss_kib for s in splits),
+        _sum_part([s.anon_kib for s in splits]),
+        _sum_part([s.file_kib for s in splits]),
+        _sum_part([s.shmem_kib for s in splits]),
+    )
 
 
 def read_mem_available_kib(path: str = "/proc/meminfo") -> int:
@@ -77,16 +155,33 @@ class ProcessTreeRss:
         self.refresh_s = refresh_s
         self.exclude = frozenset(exclude)
         self._procs: list[psutil.Process] = []
+        self._container = False
         self._listed_at = -float("inf")
 
     def _relist(self) -> None:
         self._procs = process_tree(self.pid, self.exclude)
         self._listed_at = time.monotonic()
+        try:
+            self._container = bool(self._procs) and self._procs[0].name() in CONTAINER_CLIENTS
+        except psutil.Error:
+            self._container = False
 
-    def rss_kib(self) -> int | None:
+    def _current(self) -> list[psutil.Process]:
         if time.monotonic() - self._listed_at >= self.refresh_s:
             self._relist()
-        if not self._procs:
+        return self._procs
+
+    def split_kib(self) -> RssSplit | None:
+        """The tree's RSS and its split, one /proc/<pid>/status read per process; a container
+        client's tree has its RSS but no split (its memory is not the server's)."""
+        procs = self._current()
+        total = sum_rss([found for proc in procs if (found := read_status_rss(proc.pid))])
+        if total is None or not self._container:
+            return total
+        return RssSplit(total.rss_kib, None, None, None)
+
+    def rss_kib(self) -> int | None:
+        if not self._current():
             return None
         total = 0
         for proc in self._procs:
@@ -165,13 +260,17 @@ class MemorySampler:
         self._t0 = time.monotonic()
 
     def sample(self) -> MemorySample:
+        server = self._tree.split_kib() if self._tree else None
         sample = MemorySample(
             t=time.monotonic() - self._t0,
             phase=self.phase,
             mem_available_kib=read_mem_available_kib(),
-            server_rss_kib=self._tree.rss_kib() if self._tree else None,
+            server_rss_kib=server.rss_kib if server else None,
             gpu_used_mib=self.gpu.used_mib(),
             client_rss_kib=self._client.rss_kib() if self._client else None,
+            server_rss_anon_kib=server.anon_kib if server else None,
+            server_rss_file_kib=server.file_kib if server else None,
+            server_rss_shmem_kib=server.shmem_kib if server else None,
         )
         self.samples.append(sample)
         if (
@@ -245,6 +344,8 @@ def summarize_memory(
             "client_rss_rise_peak_gib": None,
             "server_rss_peak_gib": None,
             "gpu_used_peak_gib": None,
+            **server_split_peaks(samples),
+            "delta_understates": None,
         }
     base = statistics.median(baseline)
 
@@ -267,9 +368,48 @@ def summarize_memory(
             "server_rss_peak_gib": max(rss) / KIB_PER_GIB if rss else None,
             "gpu_used_peak_gib": max(gpu) / 1024 if gpu else None,
             **less_client_peaks(samples),
+            **server_split_peaks(samples),
         }
     )
+    shown = out["peak_delta_less_client_gib"]
+    out["delta_understates"] = delta_understates(
+        out["peak_delta_gib"] if shown is None else shown,
+        out["server_rss_anon_peak_gib"],
+        spread,
+    )
     return out
+
+
+def server_split_peaks(samples: Sequence[MemorySample]) -> dict[str, float | None]:
+    """The highest anonymous, file-backed and shared-memory RSS of the server's tree over the
+    run, in GiB; None where no sample knew it (a container whose processes are not ours)."""
+
+    def peak(values: Sequence[int | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return max(known) / KIB_PER_GIB if known else None
+
+    return {
+        "server_rss_anon_peak_gib": peak([s.server_rss_anon_kib for s in samples]),
+        "server_rss_file_peak_gib": peak([s.server_rss_file_kib for s in samples]),
+        "server_rss_shmem_peak_gib": peak([s.server_rss_shmem_kib for s in samples]),
+    }
+
+
+def delta_understates(
+    delta_gib: float | None, anon_peak_gib: float | None, baseline_spread_gib: float = 0.0
+) -> bool | None:
+    """Whether the MemAvailable drop shown as the server's memory understates it: negative
+    (another process freed memory meanwhile), or below the server's own anonymous memory by more
+    than the noise (its file-backed pages, mmap'd weights, are page cache that MemAvailable
+    counts as available). None when there is no drop, or no anonymous figure to hold it to."""
+    if delta_gib is None:
+        return None
+    if delta_gib < 0:
+        return True
+    if anon_peak_gib is None:
+        return None
+    slack = max(baseline_spread_gib, UNDERSTATES_SHARE * anon_peak_gib, UNDERSTATES_MIN_GIB)
+    return delta_gib + slack < anon_peak_gib
 
 
 def client_baseline_kib(samples: Sequence[MemorySample]) -> float | None:
@@ -309,12 +449,24 @@ def less_client_peaks(samples: Sequence[MemorySample]) -> dict[str, float | None
     }
 
 
+# memory.csv's columns: a contract; a new column goes at the end.
+MEMORY_CSV_COLUMNS = [
+    "t",
+    "phase",
+    "mem_available_kib",
+    "server_rss_kib",
+    "gpu_used_mib",
+    "client_rss_kib",
+    "server_rss_anon_kib",
+    "server_rss_file_kib",
+    "server_rss_shmem_kib",
+]
+
+
 def write_memory_csv(path: str, samples: Sequence[MemorySample]) -> None:
     with atomic_open(path) as handle:
         writer = csv.writer(handle)
-        writer.writerow(
-            ["t", "phase", "mem_available_kib", "server_rss_kib", "gpu_used_mib", "client_rss_kib"]
-        )
+        writer.writerow(MEMORY_CSV_COLUMNS)
         for s in samples:
             writer.writerow(
                 [
@@ -324,5 +476,38 @@ def write_memory_csv(path: str, samples: Sequence[MemorySample]) -> None:
                     "" if s.server_rss_kib is None else s.server_rss_kib,
                     "" if s.gpu_used_mib is None else f"{s.gpu_used_mib:.1f}",
                     "" if s.client_rss_kib is None else s.client_rss_kib,
+                    *[
+                        "" if v is None else v
+                        for v in (
+                            s.server_rss_anon_kib,
+                            s.server_rss_file_kib,
+                            s.server_rss_shmem_kib,
+                        )
+                    ],
                 ]
             )
+
+
+def understates_note(mem: Mapping[str, Any], delta_gib: float | None) -> str:
+    """Why the MemAvailable drop shown as a cell's memory (`delta_gib`) is not what its server
+    holds, when `mem.delta_understates`; "" otherwise. The drop must include the server's
+    anonymous pages, so a drop below them (or negative) was offset by memory freed elsewhere;
+    and it never includes the file-backed pages (page cache counts as available)."""
+    if not mem.get("delta_understates") or delta_gib is None:
+        return ""
+    anon, file = mem.get("server_rss_anon_peak_gib"), mem.get("server_rss_file_peak_gib")
+    what = "negative" if delta_gib < 0 else "below the server's own anonymous memory"
+    text = (
+        f"the MemAvailable drop ({delta_gib:.2f} GiB) understates the server's memory: it is "
+        f"{what}, so memory freed elsewhere on the machine (another process, swap, the host) "
+        "offset it during the run"
+    )
+    if anon is None:
+        return text + "; the server's own memory was not seen"
+    text += f"; the server held up to {anon:.2f} GiB of anonymous memory"
+    if file is not None:
+        text += (
+            f" and {file:.2f} GiB of file-backed pages (weights mmap'd from the model file: page "
+            "cache, which MemAvailable counts as available)"
+        )
+    return text

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...process.memory import understates_note
 from ...text import first_line
 from ...vocabulary import Cell, CellData, CellMetrics, Status
-from ..compact import NOT_RUN
+from ..compact import NOT_RUN, peak_mem_gib
 from ..slo_cells import slo_section, tail_note
 from .configuration import configuration_section, tags
 from .measured import checks_section, intervals_section, measured_section, spec_section
@@ -38,6 +39,11 @@ def notes(cell: Cell, metrics: CellMetrics) -> list[str]:
     mem = metrics.get("mem") or {}
     if mem.get("baseline_quiet") is False:
         out.append("The memory baseline was noisy before launch; memory deltas are less certain.")
+    if understates_note(mem, peak_mem_gib(mem)):
+        out.append(
+            "Peak memory understates what the server holds (its row says why): read the "
+            "server's memory from its anonymous and file-backed rows."
+        )
     guard = metrics.get("context_guard") or {}
     if guard.get("skipped"):
         out.append(

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...process.machine_use import client_note, interference_note
+from ...process.memory import understates_note
 from ...vocabulary import CellMetrics, Status
 from ..compact import peak_mem_gib
 from ..stability import stability
@@ -25,6 +26,13 @@ HOW = {
     "itl": "gaps between content-bearing chunks, pooled over requests; median (p90 / p99)",
     "e2el": "request sent → last chunk; median (p90 / p99)",
     "rss": "resident memory of the server's process tree, same sampling",
+    "anon": "RssAnon of /proc/<pid>/status summed over the server's process tree, same "
+    "sampling: pages only the server holds (heap, KV cache, weights read into memory), which "
+    "MemAvailable cannot count as available",
+    "file": "RssFile, same tree and sampling: mapped file pages (weights mmap'd from the model "
+    "file, libraries); page cache, which MemAvailable counts as available",
+    "shmem": "RssShmem, same tree and sampling: shared memory (tmpfs, /dev/shm)",
+    "unseen": "not measured: the server runs in a container whose processes this run does not see",
     "gpu": "used GPU memory summed over devices (NVML), same sampling",
     "ready": "launch → health check answered and a one-token probe completed",
 }
@@ -68,6 +76,36 @@ def memory_how(mem: Mapping[str, Any]) -> str:
     return text + (f". {by_phase}: {shown}" if shown else "")
 
 
+def peak_memory_row(mem: Mapping[str, Any], reference: str) -> tuple[str, str, str, str]:
+    """ "Peak memory": the MemAvailable drop; where it understates what the server holds
+    (`mem.delta_understates`), it is marked so and the row says why before how it was taken."""
+    peak = peak_mem_gib(mem)
+    how = memory_how(mem) if mem else "no memory samples"
+    note = understates_note(mem, peak)
+    if not note:
+        return ("Peak memory", fmt(peak, "GiB"), reference, how)
+    shown = f"{fmt(peak, 'GiB')}, understated: not what the server holds"
+    return ("Peak memory", shown, reference, f"{note[0].upper()}{note[1:]}. {how}")
+
+
+def server_split_rows(mem: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The server tree's anonymous and file-backed RSS peaks (and shared memory, where it held
+    any); none for a metrics.json from before these figures."""
+    if "server_rss_anon_peak_gib" not in mem:
+        return []
+    rows = []
+    for label, key, how in (
+        ("Server anonymous memory peak", "server_rss_anon_peak_gib", HOW["anon"]),
+        ("Server file-backed memory peak", "server_rss_file_peak_gib", HOW["file"]),
+        ("Server shared memory peak", "server_rss_shmem_peak_gib", HOW["shmem"]),
+    ):
+        value = mem.get(key)
+        if key == "server_rss_shmem_peak_gib" and not value:
+            continue
+        rows.append((label, fmt(value, "GiB"), "—", how if value is not None else HOW["unseen"]))
+    return rows
+
+
 def completed_value(metrics: CellMetrics) -> str:
     if metrics.get("completed") is None:
         return "—"
@@ -98,13 +136,9 @@ def measured_rows(
         ("TPOT", _dist(metrics, "tpot_ms"), ref("tpot_median_ms", "ms"), HOW["tpot"]),
         ("ITL", _dist(metrics, "itl_ms"), "—", HOW["itl"]),
         ("E2E latency", _dist(metrics, "e2el_ms"), "—", HOW["e2el"]),
-        (
-            "Peak memory",
-            fmt(peak_mem_gib(mem), "GiB"),
-            ref("peak_mem_gib", "GiB"),
-            memory_how(mem) if mem else "no memory samples",
-        ),
+        peak_memory_row(mem, ref("peak_mem_gib", "GiB")),
         ("Server RSS peak", fmt(mem.get("server_rss_peak_gib"), "GiB"), "—", HOW["rss"]),
+        *server_split_rows(mem),
         (
             "GPU memory peak",
             fmt(mem.get("gpu_used_peak_gib"), "GiB"),
