@@ -23,7 +23,16 @@ from workflow_scripts.cell.series import (
     record_path,
     write_series_files,
 )
-from workflow_scripts.cell.interrupt import forward_sigterm_to_jobs
+from workflow_scripts.cell.interrupt import (
+    forward_sigterm_to_jobs,
+    sigterm_never_waits_on_itself,
+)
+from workflow_scripts.cell.results_dir import (
+    ResultsDirLocked,
+    acquire_results_lock,
+    release_results_lock,
+    write_at_parse,
+)
 from workflow_scripts.config.matrix import build_matrix, validate_config
 from workflow_scripts.config.probes import probe_of
 from workflow_scripts.config.resources import (
@@ -68,20 +77,33 @@ SERIES_OF = {point.id: name for name, points in SERIES.items() for point in poin
 CELL_RESOURCES, SERIES_RESOURCES = series_resources(SERIES, CELL_RESOURCES)
 
 
+# SIGTERM ends a run or a dry run that is still planning (workflow_scripts.cell.interrupt says why
+# Snakemake alone could hang there); set before Snakemake builds its scheduler.
+sigterm_never_waits_on_itself()
+
+
 # SIGTERM to snakemake tears the running cells' servers down now (Snakemake alone would wait
-# for them to finish); the interrupted cells write no result and are redone next run.
+# for them to finish); the interrupted cells write no result and are redone next run. One run at
+# a time measures into a results_dir (workflow_scripts.cell.results_dir): a second refuses here.
 onstart:
+    try:
+        acquire_results_lock(RESULTS)
+    except ResultsDirLocked as error:
+        raise WorkflowError(str(error))
     forward_sigterm_to_jobs()
 
 
-# The terminal ends with the result: a line per cell, how many failed, where the report is.
-# Snakemake calls neither handler for a dry run nor when there is nothing to be done.
+# The terminal ends with the result: a line per cell and per probe of a search, how many failed,
+# where the report is. Snakemake calls neither handler for a dry run nor when there is nothing
+# to be done.
 onsuccess:
-    print_run_end(RESULTS, CELLS)
+    release_results_lock(RESULTS)
+    print_run_end(RESULTS, run_end_cells())
 
 
 onerror:
-    print_run_end(RESULTS, CELLS)
+    if release_results_lock(RESULTS):
+        print_run_end(RESULTS, run_end_cells())
 
 
 RESULTS = CONFIG["results_dir"]
@@ -311,8 +333,11 @@ CELL_RECORDS = f"{RESULTS}/cells/records.json"
 CELL_DICTS = {cell_id: cell.to_dict() for cell_id, cell in CELLS.items()}
 
 # Each series' server record exists between runs, and its launch cell is a file, never a param
-# (workflow_scripts.cell.series.write_series_files says why).
-write_series_files(
+# (workflow_scripts.cell.series.write_series_files says why). Skipped with a line where the
+# results dir is read-only: a dry run does not need them.
+write_at_parse(
+    "the shared series' launch files",
+    write_series_files,
     f"{RESULTS}/cells",
     {name: CELL_DICTS[launch_cell(points).id] for name, points in SERIES.items()},
 )

@@ -6,6 +6,8 @@ from workflow_scripts.outputs.slo_cells import goal_workload
 from workflow_scripts.outputs.slo_search import (
     goal_path,
     goals_of,
+    heal_probe,
+    probe_cells,
     read_verdict,
     search_path,
     settled_verdict,
@@ -17,7 +19,12 @@ GOALS = f"{RESULTS}/goals"
 # Written at parse time, each only when it changes: a changed goal reruns the judgements and the
 # tables (an input newer than their output), never a cell (no cell reads it).
 GOAL_SLOS = goals_of(CONFIG)
-write_goal_files(GOALS, GOAL_SLOS, SEARCHES.values())
+write_at_parse("the goal files", write_goal_files, GOALS, GOAL_SLOS, SEARCHES.values())
+
+
+def run_end_cells():
+    """What the end-of-run lines show: the matrix's cells, then every probe a search has run."""
+    return [*CELLS, *probe_cells(f"{RESULTS}/cells", SEARCHES.values())]
 
 
 @job_function
@@ -48,6 +55,8 @@ def probe_verdict(series):
     def of_key(key):
         cell = search.probe_id(key)
         folder = f"{RESULTS}/cells/{cell}"
+        # a cut-short metrics.json or slo.json: removed with a line, the probe redone
+        heal_probe(folder)
         settled = settled_verdict(
             f"{folder}/slo.json", f"{folder}/metrics.json", goal, search.slo
         )

@@ -186,11 +186,16 @@ def test_the_run_ends_with_its_table_on_success_and_on_error_never_on_a_dry_run(
     assert dry.returncode == 0 and "aggregate" in dry.stdout + dry.stderr
     assert "cells failed" not in dry.stdout + dry.stderr
 
-    # A job that fails (here: a request log no reader can parse) ends the run in onerror.
+    # A job that fails ends the run in onerror: here the summary tables' job, which cannot open
+    # its log (a folder stands where the log goes). The done cell's request log is made one no
+    # reader can parse: the end table reads that cell as the tables do, failed, not done.
     (workdir / "results" / "cells" / DONE / "requests.jsonl").write_text("not json\n")
+    (workdir / "logs" / "aggregate.log").unlink(missing_ok=True)
+    (workdir / "logs" / "aggregate.log" / "in-the-way").mkdir(parents=True)
     broken = run_snakemake(workdir)
     output = broken.stdout + broken.stderr
     assert broken.returncode != 0, output[-4000:]
     table = end_table(output)
-    assert [line.split()[1] for line in table[1:4]] == ["done", "failed", "blocked"]
-    assert table[4:] == ["1 of 3 cells failed; 1 blocked.", "Report: results/report.html"]
+    assert [line.split()[1] for line in table[1:4]] == ["failed", "failed", "blocked"]
+    assert "invalid result" in table[1]
+    assert table[4:] == ["2 of 3 cells failed; 1 blocked.", "Report: results/report.html"]

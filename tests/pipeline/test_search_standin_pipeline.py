@@ -253,7 +253,17 @@ def test_a_failed_probe_stops_the_walk_and_is_retried_alone_next_run(tmp_path):
     failed = json.loads((tmp_path / "results/cells" / probe(4) / "metrics.json").read_text())
     assert failed["status"] == "failed"
     row = slo_row(tmp_path)
-    assert row["complete"] == "False" and row["note"] == "searching: next c4"
+    # the failure is said where the search is read, with its reason, not "searching: next c4"
+    assert row["complete"] == "False" and row["note"].startswith("failed at c4: ")
+    assert failed["reason"].splitlines()[0] in row["note"]
+    # and where the run ends: every probe run, each with its status, counted in the outcome
+    end = first.stderr[first.stderr.rindex("\ncell ") :]
+    assert [line.split()[:2] for line in end.splitlines()[2:5]] == [
+        [probe(1), "done"],
+        [probe(2), "done"],
+        [probe(4), "failed"],
+    ]
+    assert "1 of 3 cells failed." in end
     second = run(tmp_path)
     assert cells_run(second) == [probe(4), probe(8), probe(6), probe(5)]
     row = slo_row(tmp_path)

@@ -4,6 +4,13 @@ Snakemake's own SIGTERM handler only stops scheduling and waits for the running 
 would keep its server under load up to its time cap. Forwarded to the job processes, the signal
 reaches each cell's `sigterm_raises`, which tears the server down and writes no result; the job
 fails, Snakemake removes its outputs and exits, and the next run redoes exactly those cells.
+
+SIGTERM must also end a run (or a dry run) that is still planning: Snakemake's handler takes the
+scheduler's lock, which the scheduler itself holds while it finishes jobs (for a dry run of
+thousands of points, most of its last seconds), so a SIGTERM landing there waited for ever on a
+lock its own thread held (measured: a 1000-point `snakemake -n` hung; faulthandler showed the
+main thread in `_finish_jobs` under the lock). `sigterm_never_waits_on_itself` makes that case
+stop the run as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -41,4 +48,38 @@ def forward_sigterm_to_jobs() -> bool:
             raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
+    return True
+
+
+# How long a SIGTERM waits for the scheduler's lock before it reads it as held by the very thread
+# it interrupted (another thread holds it for a moment only).
+SCHEDULER_LOCK_WAIT_S = 1.0
+
+
+def sigterm_never_waits_on_itself() -> bool:
+    """At parse time, before Snakemake builds its scheduler: its SIGTERM handler, when the
+    scheduler's lock is not free within SCHEDULER_LOCK_WAIT_S, stops the run as Ctrl-C does
+    (KeyboardInterrupt: the scheduler cancels its jobs and returns) instead of waiting on a lock
+    the interrupted main thread holds. Returns False where Snakemake's scheduler is not found
+    (another version: nothing changed)."""
+    try:
+        from snakemake.scheduling.job_scheduler import JobScheduler
+    except ImportError:
+        return False
+    original = getattr(JobScheduler, "exit_gracefully", None)
+    if original is None:
+        return False
+    if getattr(original, "never_waits_on_itself", False):
+        return True
+
+    def exit_gracefully(self, *args):
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            if not lock.acquire(timeout=SCHEDULER_LOCK_WAIT_S):
+                raise KeyboardInterrupt("SIGTERM while the scheduler held its lock")
+            lock.release()
+        return original(self, *args)
+
+    exit_gracefully.never_waits_on_itself = True
+    JobScheduler.exit_gracefully = exit_gracefully
     return True

@@ -6,12 +6,16 @@ both ran a cell ≥ 3 times; unpaired when the prompts cannot be paired (another
     python -m workflow_scripts.compare results-before results-after [--out table.md]
         [--figure change.png] [--fail-above 5]    # 5: exit 1 when a cell is significantly
                                                   # worse by more than 5 %
+
+Exit codes: 0 compared; 1 a regression beyond --fail-above; 2 a usage error (e.g. a folder
+with no cells/); 3 a result folder is damaged (a cell's metrics.json or requests.jsonl does
+not parse, or its figures contradict its own requests): the table leaves those cells out and
+stderr names each file. A regression found among the readable cells still exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +36,7 @@ from .changes import (
     Change,
 )
 from .changes import cell_changes as changes_between
+from .record_index import INVALID_RESULT, load_cell
 from .repeats import collapse_repeats
 from .stats import HIGHER_IS_BETTER
 from .writers import to_markdown
@@ -39,6 +44,7 @@ from .writers import to_markdown
 FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
 SHORT = {"decode_tok_s": "decode", "ttft_median_ms": "ttft", "tpot_median_ms": "tpot"}
 REGRESSED = 1
+DAMAGED = 3  # not 1: a damaged folder is not a regression (argparse's usage errors are 2)
 # The basis column, as it read before unpaired comparisons existed.
 BASIS = {
     REPEATS_T: "repeats",
@@ -48,16 +54,26 @@ BASIS = {
 
 
 def read_results(results_dir: str | Path) -> tuple[dict[str, dict], dict[str, list]]:
-    """Every cell's metrics.json (repeats folded into their cell) and request records."""
+    """Every cell's metrics.json (repeats folded into their cell) and request records, read
+    by the tables' own reader (`writers.load_cell`): a damaged cell is a failed one with the
+    reason, never compared."""
     metrics, records = [], {}
     for path in sorted(Path(results_dir).glob("cells/*/metrics.json")):
-        metrics.append(json.loads(path.read_text()))
-        requests = path.with_name("requests.jsonl")
-        if requests.exists():
-            lines = requests.read_text().splitlines()
-            records[path.parent.name] = [RequestRecord.from_dict(json.loads(x)) for x in lines if x]
+        cell_metrics, cell_records = load_cell(path, path.with_name("requests.jsonl"))
+        metrics.append(cell_metrics)
+        if path.with_name("requests.jsonl").exists():
+            records[path.parent.name] = cell_records
     folded, _, folded_records = collapse_repeats(metrics, None, records)
     return {m["cell"]: m for m in folded}, folded_records
+
+
+def damaged(results: tuple[Mapping[str, dict], Mapping[str, list]]) -> list[str]:
+    """The reasons of the cells `read_results` found damaged (each names its file)."""
+    return [
+        m["reason"]
+        for m in results[0].values()
+        if str(m.get("reason") or "").startswith(INVALID_RESULT)
+    ]
 
 
 def _figures_of(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -190,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not Path(folder, "cells").is_dir():
             parser.error(f"{folder}: no cells/ folder (expected a results directory)")
     a, b = read_results(args.results_a), read_results(args.results_b)
+    broken = damaged(a) + damaged(b)
     table = compare_table(a, b)
     notes = unmatched(a[0], b[0])
     intro = (
@@ -214,6 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if worse:
             print(f"regressions beyond {args.fail_above} %:", *worse, sep="\n  ", file=sys.stderr)
             return REGRESSED
+    if broken:
+        print("damaged results, left out of the comparison:", *broken, sep="\n  ", file=sys.stderr)
+        return DAMAGED
     return 0
 
 

@@ -1,6 +1,8 @@
-"""What the terminal shows when a run ends: one line per cell (status, decode tok/s, TTFT, why it
-did not finish), how many cells failed, and where the report is. The Snakefile's onsuccess and
-onerror handlers call `print_run_end`. Stdlib only: the Snakefile imports it when parsed."""
+"""What the terminal shows when a run ends: one line per cell and per probe of a search (status,
+decode tok/s, TTFT, why it did not finish), how many of them failed, and where the report is. A
+result its own requests contradict shows as failed with the reason, as in the tables
+(`record_index.checked`). The Snakefile's onsuccess and onerror handlers call `print_run_end`.
+Stdlib only: the Snakefile imports it when parsed."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, TextIO
 
 from ..vocabulary import Status
 from .compact import NOT_RUN, clip, compact_view, summary_row
+from .record_index import checked, read_cell_records
 
 # Compact columns the terminal shows, and whether each is a number (right-aligned).
 TERMINAL_COLUMNS = [
@@ -60,7 +63,8 @@ def run_end_text(rows: Sequence[Mapping[str, Any]], report: str, report_exists: 
 
 
 def read_rows(results_dir: str | Path, cell_ids: Iterable[str]) -> list[dict[str, Any]]:
-    """Each cell's summary row from its metrics.json; a cell without one yet is `not run`."""
+    """Each cell's summary row from its metrics.json, checked against its requests.jsonl; a
+    cell without one yet (or with one that does not parse) is `not run`."""
     rows = []
     for cell_id in cell_ids:
         path = Path(results_dir) / "cells" / cell_id / "metrics.json"
@@ -70,6 +74,10 @@ def read_rows(results_dir: str | Path, cell_ids: Iterable[str]) -> list[dict[str
             metrics = {"cell": cell_id, "status": NOT_RUN}
         except (OSError, ValueError) as error:
             metrics = {"cell": cell_id, "status": NOT_RUN, "reason": f"{path}: {error}"}
+        else:
+            if isinstance(metrics, dict):
+                requests = read_cell_records(path.with_name("requests.jsonl"))
+                metrics = checked(metrics, requests, path)
         rows.append(summary_row(metrics))
     return rows
 

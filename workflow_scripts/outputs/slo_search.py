@@ -10,7 +10,9 @@ input, and no cell does (a changed goal reruns no measurement).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,12 @@ from typing import Any
 from ..atomic import canonical_json, write_json, write_text
 from ..config.probes import SearchSeries, probe_key
 from ..config.search import Plan, ProbeKey, SearchSpec, next_probe
-from ..loadgen.records import RequestRecord, read_records
+from ..loadgen.records import RequestRecord
 from ..slo.objectives import Slo
 from ..slo.point import PointResult, evaluate_point
 from ..slo.verdict import Verdict
 from ..vocabulary import Status
+from .record_index import load_cell
 from .slo_tables import SeriesSearch
 
 
@@ -101,14 +104,56 @@ def judge(slo: Slo, metrics: Mapping[str, Any], records: list[RequestRecord]) ->
 
 
 def judge_files(goal: str | Path, metrics: str | Path, requests: str | Path, out: str | Path):
+    """A cell's judgement from its files, read by the tables' reader: a result its own requests
+    contradict is judged as the failed cell it is (no verdict, the reason kept)."""
     slo = Slo.from_config(json.loads(Path(goal).read_text()), "goal")
-    data = judge(slo, json.loads(Path(metrics).read_text()), read_records(requests))
+    cell_metrics, records = load_cell(metrics, requests)
+    data = judge(slo, cell_metrics, records)
+    if cell_metrics.get("status") != Status.DONE:
+        data["reason"] = cell_metrics.get("reason")
     write_json(out, data)
 
 
+def unparsable(path: str | Path) -> str | None:
+    """Why a JSON file that exists does not parse as an object (cut short, damaged); None when
+    it parses or is not there."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None if isinstance(data, dict) else "not a JSON object"
+
+
+def heal_probe(folder: str | Path, say: Callable[[str], None] | None = None) -> bool:
+    """A probe's metrics.json or slo.json that does not parse is removed, with a line naming it,
+    so the walk treats the probe as not measured (a missing metrics.json: its cell runs again; a
+    missing slo.json: it is judged again) instead of stopping the DAG build with a traceback.
+    Returns whether anything was removed."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    removed = False
+    for name, also in (("metrics.json", ("slo.json",)), ("slo.json", ())):
+        path = Path(folder) / name
+        reason = unparsable(path)
+        if reason is None:
+            continue
+        for victim in (path, *(Path(folder) / other for other in also)):
+            with contextlib.suppress(FileNotFoundError):
+                victim.unlink()
+        again = "measured" if name == "metrics.json" else "judged"
+        say(f"{path} does not parse ({reason}): removed, the probe is {again} again")
+        removed = True
+    return removed
+
+
 def read_verdict(path: str | Path) -> Verdict | None:
-    """A judged probe's verdict; None when its cell failed (it is retried next run)."""
-    verdict = json.loads(Path(path).read_text()).get("verdict")
+    """A judged probe's verdict; None when its cell failed (it is retried next run) or when its
+    judgement does not parse (heal_probe removes it: it is judged again)."""
+    try:
+        verdict = json.loads(Path(path).read_text()).get("verdict")
+    except (OSError, ValueError, AttributeError):
+        return None
     return None if verdict is None else Verdict(verdict)
 
 
@@ -150,6 +195,20 @@ def walk(spec: SearchSpec, verdict_of: Callable[[ProbeKey], Verdict | None]) -> 
         verdicts[plan.key] = verdict
 
 
+def probe_cells(cells_dir: str | Path, searches: Iterable[SearchSeries]) -> list[str]:
+    """The probes of `searches` that have a folder in `cells_dir` (run now or before), series by
+    series, in load order: what the end-of-run lines show beside the matrix's cells."""
+    out = []
+    for search in searches:
+        found = []
+        for folder in Path(cells_dir).glob(f"{search.series}-*"):
+            key = search.key_of(folder.name)
+            if key is not None and folder.is_dir():
+                found.append((key, folder.name))
+        out += [cell for _, cell in sorted(found)]
+    return out
+
+
 def measured_probes(search: Mapping[str, Any], spec: SearchSpec, cells_dir: str | Path):
     """Every probe of the series measured so far (on the path of the current walk or not): key ->
     (metrics, records). A probe outside the walk is what shows a non-monotone law."""
@@ -159,7 +218,7 @@ def measured_probes(search: Mapping[str, Any], spec: SearchSpec, cells_dir: str 
         metrics_path, requests_path = folder / "metrics.json", folder / "requests.jsonl"
         if key is None or not (metrics_path.exists() and requests_path.exists()):
             continue
-        out[key] = (json.loads(metrics_path.read_text()), read_records(requests_path))
+        out[key] = load_cell(metrics_path, requests_path)
     return out
 
 
@@ -188,6 +247,7 @@ def series_search(search: Mapping[str, Any], cells_dir: str | Path) -> SeriesSea
         spec=spec,
         plan=plan,
         results=results,
+        failed=failed,
     )
 
 

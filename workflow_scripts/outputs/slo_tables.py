@@ -7,7 +7,7 @@ goal. Rows are pure functions of each series' search; `write_slo_tables` puts th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ from .writers import to_markdown, write_table
 class SeriesSearch:
     """One series' search as the summary sees it: who it is (`workload` is the configured
     workload's name, what a drafter series and its base share), its goal and search, the plan
-    the verdicts so far give, and each measured probe's result."""
+    the verdicts so far give, each measured probe's result, and why each failed probe failed
+    (its cell failed, or its result is invalid)."""
 
     series: str
     model: str
@@ -39,6 +40,7 @@ class SeriesSearch:
     spec: SearchSpec
     plan: Plan
     results: Mapping[ProbeKey, PointResult]
+    failed: Mapping[ProbeKey, str] = field(default_factory=dict)
 
     def at(self, load: Any) -> PointResult | None:
         """The result the walk last measured at `load` (its last extension)."""
@@ -134,9 +136,10 @@ def search_note(search: SeriesSearch) -> str:
     """What the search concluded, in a sentence or two."""
     plan, spec = search.plan, search.spec
     if not plan.done:
-        return f"searching: next {spec.label(plan.load)}" + (
-            f" ext{plan.extension}" if plan.extension else ""
-        )
+        label = spec.label(plan.load) + (f" ext{plan.extension}" if plan.extension else "")
+        if plan.key in search.failed:
+            return f"failed at {label}: {search.failed[plan.key]} (retried next run)"
+        return f"searching: next {label}"
     notes = []
     if plan.at_max:
         notes.append(

@@ -3,7 +3,6 @@ spec-gain tables written as CSV (every column) and markdown (the compact view), 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,14 +10,14 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import write_text
-from ..loadgen.records import RequestRecord, read_records
+from ..loadgen.records import RequestRecord
 from ..vocabulary import CellData, CellMetrics
 from .compact import (
     compact_view,
     is_missing,
     number_text,
 )
-from .record_index import CellFiles
+from .record_index import CellFiles, load_cell, read_cell_records, read_metrics
 from .repeats import collapse_repeats
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_frame, summary_rows
@@ -50,7 +49,7 @@ def write_table(
 
 
 def load_metrics(paths: Sequence[str | Path]) -> list[CellMetrics]:
-    return [json.loads(Path(p).read_text()) for p in paths]
+    return [read_metrics(p) for p in paths]
 
 
 SUMMARY_INTRO = (
@@ -146,14 +145,26 @@ def write_tables(
 
 
 def load_records(paths: Sequence[str | Path]) -> dict[str, list[RequestRecord]]:
-    """Each cell's request records, keyed by cell id (the folder name)."""
-    return {Path(path).parent.name: read_records(path) for path in paths}
+    """Each cell's request records, keyed by cell id (the folder name); a file that does not
+    parse gives none (load_indexed says why)."""
+    out = {}
+    for path in paths:
+        records = read_cell_records(path)
+        out[Path(path).parent.name] = [] if isinstance(records, str) else records
+    return out
 
 
 def load_indexed(
     files: Sequence[CellFiles], requests: bool = True
 ) -> tuple[list[CellMetrics], dict[str, list[RequestRecord]]]:
     """What a table or figure rule reads: each cell of the records index (`read_index`) as its
-    metrics.json and, unless `requests` is false, its request records."""
-    records = load_records([entry.requests for entry in files]) if requests else {}
-    return load_metrics([entry.metrics for entry in files]), records
+    metrics.json and, unless `requests` is false, its request records. The one reader of every
+    table, figure and comparison: a result that does not parse or that its own requests.jsonl
+    contradicts is a failed cell with the reason there (`checked`), never a row of figures."""
+    all_metrics, records = [], {}
+    for entry in files:
+        metrics, cell_records = load_cell(entry.metrics, entry.requests)
+        all_metrics.append(metrics)
+        if requests:
+            records[entry.cell] = cell_records
+    return all_metrics, records
