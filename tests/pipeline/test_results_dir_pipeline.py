@@ -1,8 +1,9 @@
 """The results directory and signals through the REAL Snakemake, on the generated matrix of
 benchmarks/parse_cost.py (local weights, so nothing is fetched and no server starts):
 
-- SIGTERM while a large dry run is planning ends it within seconds (Snakemake's own handler
-  waited for ever on a lock its interrupted thread held);
+- SIGTERM while a large dry run is planning ends it within seconds (end to end; the case that
+  hung, Snakemake's handler waiting on a lock its interrupted thread held, is pinned in
+  tests/cell/test_sigterm_and_results_lock.py);
 - one run at a time measures into a results_dir: a second working directory refuses at its start,
   naming the holder; a dry run takes no lock; the lock of a run that is gone is taken over;
 - a dry run plans on a read-only results dir (the parse-time writes are skipped with a line).
@@ -65,23 +66,36 @@ def argv(workdir: Path, *extra: str) -> list[str]:
     ]
 
 
+# "Within a few seconds" (the promise): what the stop of a dry run may take after SIGTERM, on a
+# loaded 2-core machine. The case that hung for ever before the fix (a SIGTERM landing while the
+# scheduler held its lock) is pinned in tests/cell/test_sigterm_and_results_lock.py, exactly;
+# this is the same promise end to end, where the first signal may land anywhere in the plan.
+SIGTERM_STOP_S = 5.0
+SIGTERM_POINTS = 300
+
+
 def test_sigterm_while_a_large_dry_run_plans_ends_it_within_seconds(tmp_path):
-    """From the first job the dry run prints, SIGTERM every 50 ms until it exits: before the
-    fix one of them landed while the scheduler held its lock and the run never ended."""
-    matrix(tmp_path, 300)
+    """From the moment the scheduler starts (the dry run's job table), SIGTERM every 50 ms, as a
+    supervisor does, until the dry run exits."""
+    matrix(tmp_path, SIGTERM_POINTS)
     proc = subprocess.Popen(
-        argv(tmp_path, "-n"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv(tmp_path, "-n", "--quiet", "rules"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         for line in proc.stdout:
-            if line.strip().startswith(("rule ", "localrule ")):
+            if line.startswith("Job stats"):
                 break
         first = time.monotonic()
-        while proc.poll() is None and time.monotonic() - first < 60:
+        while proc.poll() is None and time.monotonic() - first < 120:
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.05)
         ended_s = time.monotonic() - first
         assert proc.poll() is not None, f"still running {ended_s:.0f} s after SIGTERM"
+        assert ended_s < SIGTERM_STOP_S, f"ended {ended_s:.1f} s after the first SIGTERM"
+        assert proc.returncode != 0  # stopped, not planned to the end
     finally:
         if proc.poll() is None:
             proc.kill()

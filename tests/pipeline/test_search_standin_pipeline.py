@@ -16,6 +16,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,5 +268,29 @@ def test_a_failed_probe_stops_the_walk_and_is_retried_alone_next_run(tmp_path):
     second = run(tmp_path)
     assert cells_run(second) == [probe(4), probe(8), probe(6), probe(5)]
     row = slo_row(tmp_path)
+    assert (int(float(row["largest_passing"])), int(float(row["smallest_failing"]))) == (5, 6)
+    assert left_behind(str(SERVER)) == []
+
+
+def test_a_cut_short_probe_file_is_named_and_the_probe_redone_not_a_traceback(searched, tmp_path):
+    """A copy of the finished search with c2's slo.json and c4's metrics.json cut short (a full
+    disk, a killed copy): the run names each file, judges c2 again and measures c4 again, and
+    the answer stands. Before, every later run stopped while the DAG was built."""
+    workdir = tmp_path / "copy"
+    shutil.copytree(searched[0], workdir, symlinks=True)
+    cut = {
+        workdir / "results/cells" / probe(2) / "slo.json",
+        workdir / "results/cells" / probe(4) / "metrics.json",
+    }
+    for path in cut:
+        path.write_text(path.read_text()[:30])
+    proc = run(workdir)
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said
+    for path in cut:  # named as Snakemake names files: from the working directory
+        assert f"{path.relative_to(workdir)} does not parse" in said
+    assert cells_run(proc) == [probe(4)]
+    assert {probe(2), probe(4)} <= set(jobs(proc, "cell_slo"))
+    row = slo_row(workdir)
     assert (int(float(row["largest_passing"])), int(float(row["smallest_failing"]))) == (5, 6)
     assert left_behind(str(SERVER)) == []

@@ -51,17 +51,14 @@ def forward_sigterm_to_jobs() -> bool:
     return True
 
 
-# How long a SIGTERM waits for the scheduler's lock before it reads it as held by the very thread
-# it interrupted (another thread holds it for a moment only).
-SCHEDULER_LOCK_WAIT_S = 1.0
-
-
 def sigterm_never_waits_on_itself() -> bool:
-    """At parse time, before Snakemake builds its scheduler: its SIGTERM handler, when the
-    scheduler's lock is not free within SCHEDULER_LOCK_WAIT_S, stops the run as Ctrl-C does
-    (KeyboardInterrupt: the scheduler cancels its jobs and returns) instead of waiting on a lock
-    the interrupted main thread holds. Returns False where Snakemake's scheduler is not found
-    (another version: nothing changed)."""
+    """At parse time, before Snakemake builds its scheduler: its SIGTERM handler stops a dry run
+    at once, and a run whose scheduler's lock is taken (by the very thread the signal
+    interrupted, most likely), as Ctrl-C does (KeyboardInterrupt: the scheduler cancels its jobs
+    and returns). It never waits: a handler that waits is entered again by the next SIGTERM, and
+    the one that waited on the lock its own thread held never returned. A run whose lock is free
+    keeps Snakemake's graceful stop (forward_sigterm_to_jobs has ended the jobs' servers).
+    Returns False where Snakemake's scheduler is not found (another version: nothing changed)."""
     try:
         from snakemake.scheduling.job_scheduler import JobScheduler
     except ImportError:
@@ -74,8 +71,10 @@ def sigterm_never_waits_on_itself() -> bool:
 
     def exit_gracefully(self, *args):
         lock = getattr(self, "_lock", None)
+        if getattr(getattr(self, "workflow", None), "dryrun", False):
+            raise KeyboardInterrupt("SIGTERM: a dry run has nothing to finish")
         if lock is not None:
-            if not lock.acquire(timeout=SCHEDULER_LOCK_WAIT_S):
+            if not lock.acquire(blocking=False):
                 raise KeyboardInterrupt("SIGTERM while the scheduler held its lock")
             lock.release()
         return original(self, *args)
