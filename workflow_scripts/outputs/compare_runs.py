@@ -45,6 +45,10 @@ FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
 SHORT = {"decode_tok_s": "decode", "ttft_median_ms": "ttft", "tpot_median_ms": "tpot"}
 REGRESSED = 1
 DAMAGED = 3  # not 1: a damaged folder is not a regression (argparse's usage errors are 2)
+EXIT_CODES = (
+    f"exit codes: 0 compared; {REGRESSED} a regression beyond --fail-above; 2 a usage error; "
+    f"{DAMAGED} a damaged result folder (its cells left out, each file named on stderr)"
+)
 # The basis column, as it read before unpaired comparisons existed.
 BASIS = {
     REPEATS_T: "repeats",
@@ -188,7 +192,9 @@ def unmatched(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workflow_scripts.compare", description=__doc__.splitlines()[0]
+        prog="python -m workflow_scripts.compare",
+        description=__doc__.splitlines()[0],
+        epilog=EXIT_CODES,
     )
     parser.add_argument("results_a", help="results directory A (the reference, e.g. before)")
     parser.add_argument("results_b", help="results directory B (compared with A)")
