@@ -138,7 +138,8 @@ def search_note(search: SeriesSearch) -> str:
     if not plan.done:
         label = spec.label(plan.load) + (f" ext{plan.extension}" if plan.extension else "")
         if plan.key in search.failed:
-            return f"failed at {label}: {search.failed[plan.key]} (retried next run)"
+            reason = (search.failed[plan.key].splitlines() or ["no reason recorded"])[0]
+            return f"failed at {label}: {reason} (retried next run)"
         return f"searching: next {label}"
     notes = []
     if plan.at_max:
