@@ -143,3 +143,6 @@ def test_a_cut_short_probe_file_is_removed_with_a_line_naming_it(tmp_path):
     assert str(folder / "metrics.json") in said[0] and "measured again" in said[0]
     assert not heal_probe(folder, said.append)  # nothing left to heal: no line
     assert len(said) == 1
+    (folder / "metrics.json").write_text('{"status": "do')
+    assert heal_probe(folder, said.append, remove=False)  # a dry run: named, left as it is
+    assert (folder / "metrics.json").exists() and "a run removes it" in said[-1]

@@ -284,6 +284,11 @@ def test_a_cut_short_probe_file_is_named_and_the_probe_redone_not_a_traceback(se
     }
     for path in cut:
         path.write_text(path.read_text()[:30])
+    dry = run_snakemake(workdir, "-n")  # names the first it meets, changes nothing
+    assert dry.returncode == 0 and "Traceback" not in dry.stderr, dry.stderr[-3000:]
+    slo_c2 = workdir / "results/cells" / probe(2) / "slo.json"
+    assert f"{slo_c2.relative_to(workdir)} does not parse" in dry.stderr
+    assert "a run removes it" in dry.stderr and all(path.exists() for path in cut)
     proc = run(workdir)
     said = proc.stdout + proc.stderr
     assert "Traceback" not in said

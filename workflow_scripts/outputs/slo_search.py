@@ -126,25 +126,35 @@ def unparsable(path: str | Path) -> str | None:
     return None if isinstance(data, dict) else "not a JSON object"
 
 
-def heal_probe(folder: str | Path, say: Callable[[str], None] | None = None) -> bool:
+def heal_probe(
+    folder: str | Path, say: Callable[[str], None] | None = None, remove: bool = True
+) -> bool:
     """A probe's metrics.json or slo.json that does not parse is removed, with a line naming it,
     so the walk treats the probe as not measured (a missing metrics.json: its cell runs again; a
     missing slo.json: it is judged again) instead of stopping the DAG build with a traceback.
-    Returns whether anything was removed."""
+    `remove` false (a dry run), or a folder that cannot be written: named, left as it is (the
+    probe then reads as not judged). Returns whether a file was found that does not parse."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-    removed = False
+    found = False
     for name, also in (("metrics.json", ("slo.json",)), ("slo.json", ())):
         path = Path(folder) / name
         reason = unparsable(path)
         if reason is None:
             continue
-        for victim in (path, *(Path(folder) / other for other in also)):
-            with contextlib.suppress(FileNotFoundError):
-                victim.unlink()
+        found = True
         again = "measured" if name == "metrics.json" else "judged"
+        if not remove:
+            say(f"{path} does not parse ({reason}): a run removes it, the probe is {again} again")
+            continue
+        try:
+            for victim in (path, *(Path(folder) / other for other in also)):
+                with contextlib.suppress(FileNotFoundError):
+                    victim.unlink()
+        except OSError as error:
+            say(f"{path} does not parse ({reason}) and cannot be removed ({error})")
+            continue
         say(f"{path} does not parse ({reason}): removed, the probe is {again} again")
-        removed = True
-    return removed
+    return found
 
 
 def read_verdict(path: str | Path) -> Verdict | None:
