@@ -57,3 +57,24 @@ def test_provenance_lives_where_forget_provenance_removes_it(tmp_path):
         f"{running}: with its provenance removed, a changed param still reruns the job; "
         f"a series' server job would then have a reason of its own to run:\n{planned}"
     )
+
+
+def test_the_scheduler_handler_that_sigterm_wraps_is_where_the_wrap_expects_it():
+    """workflow_scripts.cell.interrupt.sigterm_never_waits_on_itself wraps Snakemake's private
+    `JobScheduler.exit_gracefully` and does nothing where it is not found: then SIGTERM during a
+    large run's planning waits for ever again (a 1000-point `snakemake -n` hung)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from workflow_scripts.cell.interrupt import sigterm_never_waits_on_itself as wrap; "
+            "print(wrap())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "True", (
+        f"Snakemake {version('snakemake')} has no JobScheduler.exit_gracefully where "
+        f"workflow_scripts/cell/interrupt.py looks for it: {proc.stdout}{proc.stderr}"
+    )
