@@ -8,7 +8,13 @@ import pytest
 from tests.support.config import default_config
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import resources_by_cell
-from workflow_scripts.config.sweeps import launch_cell, series_resources, shared_series
+from workflow_scripts.config.sweeps import (
+    launch_cell,
+    point_part,
+    point_value,
+    series_resources,
+    shared_series,
+)
 from workflow_scripts.vocabulary import ConfigError
 
 
@@ -158,3 +164,22 @@ def test_a_point_colliding_with_another_workloads_cell_is_refused():
     )
     with pytest.raises(ConfigError, match="duplicate cell id"):
         cells_of(config)
+
+
+@pytest.mark.parametrize(
+    ("axis", "value", "part", "typed"),
+    [
+        ("concurrency", 8, "c8", 8),
+        ("concurrency", 8.0, "c8", 8),
+        ("request_rate", 2.5, "r2.5", 2.5),
+        ("request_rate", 10.0, "r10", 10.0),
+        ("request_rate", 2_000_000.0, "r2000000", 2_000_000.0),
+    ],
+)
+def test_a_point_has_one_name_with_or_without_its_workload_and_one_typed_value(
+    axis, value, part, typed
+):
+    assert point_part("w", axis, value) == f"w-{part}"
+    assert point_part("", axis, value) == part
+    assert point_value(axis, value) == typed
+    assert type(point_value(axis, value)) is type(typed)

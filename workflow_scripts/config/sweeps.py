@@ -68,10 +68,18 @@ def axis_of(workload: dict[str, Any]) -> str | None:
     return next((axis for axis in AXES if isinstance(workload.get(axis), list)), None)
 
 
+def point_value(axis: str, value: float) -> int | float:
+    """A point's load as its axis counts it: an int concurrency, a float request rate."""
+    return int(value) if axis == "concurrency" else float(value)
+
+
 def point_part(name: str, axis: str, value: float) -> str:
-    """`w-c8`, `w-r2.5`, `w-r10`: the value as written, without a trailing `.0`."""
+    """`w-c8`, `w-r2.5`, `w-r10`: the value as written, without a trailing `.0`. With no workload
+    name (`""`) the point alone, `c8`, `r2.5`: how the sweep tables label a point. The one
+    spelling of a point's name: a cell id's and a table's agree."""
     shown = str(int(value)) if float(value).is_integer() else f"{value:g}"
-    return f"{name}-{AXIS_LETTER[axis]}{shown}"
+    point = f"{AXIS_LETTER[axis]}{shown}"
+    return f"{name}-{point}" if name else point
 
 
 def points(name: str, workload: dict[str, Any]) -> list[Point]:
@@ -96,7 +104,7 @@ def _load_of(workload: dict[str, Any], axis: str | None, value: float | None) ->
     counts scaled by its concurrency where the workload scales them."""
     entry = {k: v for k, v in workload.items() if k not in SWEEP_ONLY_KEYS}
     if axis is not None:
-        entry[axis] = int(value) if axis == "concurrency" else float(value)
+        entry[axis] = point_value(axis, value)
     concurrency = entry["concurrency"]
     if "num_prompts_per_concurrency" in workload:
         entry["num_prompts"] = workload["num_prompts_per_concurrency"] * concurrency
