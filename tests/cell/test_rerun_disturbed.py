@@ -89,10 +89,10 @@ def test_rerun_disturbed_is_in_the_schema_and_bad_values_are_refused_by_key():
     assert cells[0] == cells[1]
 
 
-@pytest.mark.standin
-def test_run_cell_measures_a_disturbed_cell_again_on_the_same_server(tmp_path, monkeypatch):
-    """The law server as a native llamacpp engine; cell.run's `interference` replaced by one that
-    calls the first bench disturbed (107 % of a core of other work) and the others quiet."""
+def law_cell_disturbed_once(tmp_path, monkeypatch, settings: dict):
+    """A cell on the law server (a native llamacpp engine with `settings`) whose cell.run
+    `interference` is replaced by one that calls the first bench disturbed (107 % of a core of
+    other work) and the others quiet; returns its inputs and the list of benches judged."""
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"prompt {i}"}) + "\n" for i in range(4)))
     workload = tiny_workload(
@@ -102,7 +102,9 @@ def test_run_cell_measures_a_disturbed_cell_again_on_the_same_server(tmp_path, m
         [{"model": "smollm2-135m", "engine": "law", "workload": "tiny"}],
         workloads={"tiny": workload},
     )
-    config["engines"] = {"law": Law(step_ms=2, step_per_stream_ms=1).engine()}
+    engine = Law(step_ms=2, step_per_stream_ms=1).engine()
+    engine["settings"] = {**engine.get("settings", {}), **settings}
+    config["engines"] = {"law": engine}
     (cell,) = build_cells(validate_config(config))
     benches: list[float] = []
     real = cell_run.interference
@@ -123,6 +125,15 @@ def test_run_cell_measures_a_disturbed_cell_again_on_the_same_server(tmp_path, m
         {"primary": str(weights)},
         thresholds=mu.Thresholds(rerun_disturbed=2),
     )
+    return inputs, benches
+
+
+@pytest.mark.standin
+def test_run_cell_measures_a_disturbed_cell_again_on_the_same_server(tmp_path, monkeypatch):
+    """Its server's prefix cache off (as every sweep point's shared server has it)."""
+    inputs, benches = law_cell_disturbed_once(
+        tmp_path, monkeypatch, {"cache_prompt": False, "cache_ram": 0}
+    )
     result = cell_run.run_cell(inputs)
     assert result["status"] == "done", result.get("reason")
     assert len(benches) == 2 and benches[0] < benches[1]  # two benches, then a quiet one kept
@@ -136,4 +147,18 @@ def test_run_cell_measures_a_disturbed_cell_again_on_the_same_server(tmp_path, m
     lines = (tmp_path / "cell" / "requests.jsonl").read_text().splitlines()
     measured = [r for r in map(json.loads, lines) if not r.get("warmup")]
     assert len(measured) == 4
+    assert left_behind(str(SERVER)) == []
+
+
+@pytest.mark.standin
+def test_a_server_that_caches_prompts_is_not_asked_for_a_second_attempt(tmp_path, monkeypatch):
+    """Its prefix cache would serve the first attempt's prompts to the second (TTFT of cache
+    hits): the disturbed attempt is kept, reported disturbed, and the metrics say why."""
+    inputs, benches = law_cell_disturbed_once(tmp_path, monkeypatch, {})
+    result = cell_run.run_cell(inputs)
+    assert result["status"] == "done", result.get("reason")
+    assert len(benches) == 1 and mu.disturbed(result) is True
+    assert mu.DISTURBED_ATTEMPTS not in result
+    assert "prefix cache is on" in result[mu.RERUN_SKIPPED]
+    assert "prefix cache is on" in mu.attempts_note(result)
     assert left_behind(str(SERVER)) == []

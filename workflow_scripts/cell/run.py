@@ -37,6 +37,7 @@ from ..process.auth import auth_headers, client_api_key, engine_api_key, server_
 from ..process.leftovers import end_leftovers
 from ..process.machine_use import (
     DISTURBED_ATTEMPTS,
+    RERUN_SKIPPED,
     Thresholds,
     UseSnapshot,
     client_use,
@@ -143,9 +144,10 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
                     command = plan.command
                     spec = load_spec_for(plan.cell, command.base_url, command.served_model)
                     window = ready.window
+                    reruns = reruns_allowed(plan.cell, adapter, inputs.thresholds.rerun_disturbed)
                     kept, discarded = measure_until_undisturbed(
                         partial(measure_once, plan.cell, spec, prompts, window, server, inputs),
-                        inputs.thresholds.rerun_disturbed,
+                        reruns,
                         plan.cell.id,
                     )
                     records, died = kept.load.records, kept.died
@@ -155,6 +157,8 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
             figures = measured(inputs, plan, spec, kept, window)
             if discarded:
                 figures[DISTURBED_ATTEMPTS] = discarded
+            elif kept.disturbed and inputs.thresholds.rerun_disturbed and not reruns:
+                figures[RERUN_SKIPPED] = NO_FAIR_RERUN
             result.update(figures)
             check_run(figures, plan, sampler, died)
             result["status"] = Status.DONE
@@ -459,6 +463,26 @@ def measure_once(
             inputs.thresholds,
         )
     return Attempt(load, died, found)
+
+
+def prefix_cache_off(cell: Cell, adapter: EngineAdapter) -> bool:
+    """The cell's server serves no prompt from its prefix cache (a sweep's shared server, or
+    settings that turn it off): a second attempt on it measures what the first one did."""
+    settings = cell.engine_spec.get("settings") or {}
+    return all(settings.get(key) == value for key, value in adapter.prefix_cache_off.items())
+
+
+NO_FAIR_RERUN = (
+    "not measured again on its server: its prefix cache is on and would serve the first "
+    "attempt's prompts (rerun the cell, e.g. `snakemake -R`, for a fresh server)"
+)
+
+
+def reruns_allowed(cell: Cell, adapter: EngineAdapter, rerun_disturbed: int) -> int:
+    """`checks.rerun_disturbed` where a rerun on the same server is a fair measurement, else
+    0: a server whose prefix cache holds the first attempt's prompts would serve the second
+    from it (TTFT of cache hits), a faster figure that measures something else."""
+    return rerun_disturbed if prefix_cache_off(cell, adapter) else 0
 
 
 def measure_until_undisturbed(

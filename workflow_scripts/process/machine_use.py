@@ -58,6 +58,9 @@ CLIENT_LIMITED = ("client", "limited")
 DISTURBED = ("interference", "flagged")
 # metrics.json's key for the attempts a disturbed measurement was discarded at (cell.run).
 DISTURBED_ATTEMPTS = "disturbed_attempts"
+# why a disturbed cell was not measured again though `rerun_disturbed` asked (its server's
+# prefix cache was on)
+RERUN_SKIPPED = "rerun_skipped"
 
 
 def disturbed(metrics: Mapping[str, Any] | None) -> bool | None:
@@ -265,6 +268,8 @@ def _in_run(found: Mapping[str, Any]) -> str:
 def attempts_note(metrics: Mapping[str, Any]) -> str:
     """`; measured N times, …`: the attempts discarded as disturbed before the kept one."""
     discarded = len(metrics.get(DISTURBED_ATTEMPTS) or ())
+    if metrics.get(RERUN_SKIPPED):
+        return f"; {metrics[RERUN_SKIPPED]}"
     if not discarded:
         return ""
     if disturbed(metrics):
