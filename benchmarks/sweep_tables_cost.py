@@ -163,9 +163,9 @@ def sweep_outputs(out: Path) -> dict[str, str]:
 
 
 def time_sweeps(root: Path, cells: list) -> dict[str, float]:
-    from workflow_scripts.outputs import sweep_files
     from workflow_scripts.outputs.aggregate import cells_from_params
     from workflow_scripts.outputs.repeats import collapse_repeats
+    from workflow_scripts.outputs.sweeps import files as sweep_files
     from workflow_scripts.outputs.sweeps import sweep_tables
     from workflow_scripts.outputs.writers import load_indexed
 
@@ -183,19 +183,30 @@ def time_sweeps(root: Path, cells: list) -> dict[str, float]:
     sweep_files.write_sweep_figures(tables, sm.output)
     times["figures"] = time.perf_counter() - start
     start = time.perf_counter()
-    sweep_files.sweeps_from_snakemake(sm)  # the rule's body, end to end
+    cells_now, gpus = cells_from_params(sm.params.cells), json.loads(sm.params.gpus)
+    sweep_files.write_sweep_outputs(sm.input.records, cells_now, gpus, sm.output)  # end to end
     times["rule"] = time.perf_counter() - start
     return times
 
 
 def time_summary(root: Path, cells: list) -> dict[str, float]:
-    from workflow_scripts.outputs.aggregate import aggregate_from_snakemake, figures_from_snakemake
+    from workflow_scripts.outputs.aggregate import (
+        cells_from_params,
+        draw_summary_figures,
+        write_summary,
+    )
+
+    def aggregate(sm):  # entry/aggregate.py's calls
+        write_summary(sm.input.records, cells_from_params(sm.params.cells), [], sm.output)
+
+    def figures(sm):  # entry/summary_plots.py's calls
+        draw_summary_figures(sm.input.records, cells_from_params(sm.params.cells), sm.output)
 
     out = root / "summary"
     names = ("summary", "index", "spec_gain")
     tables = {f"{n}_{ext}": str(out / f"{n}.{ext}") for n in names for ext in ("csv", "md")}
     tables |= {"summary_html": str(out / "summary.html"), "spec_gain_html": str(out / "sg.html")}
-    figures = {
+    figure_outputs = {
         k: str(out / f"{k}.png")
         for k in (
             "decode_plot",
@@ -207,8 +218,8 @@ def time_summary(root: Path, cells: list) -> dict[str, float]:
     }
     times = {}
     for name, run, outputs in (
-        ("summary tables", aggregate_from_snakemake, tables),
-        ("summary figures", figures_from_snakemake, figures),
+        ("summary tables", aggregate, tables),
+        ("summary figures", figures, figure_outputs),
     ):
         start = time.perf_counter()
         run(rule_objects(root, cells, outputs))

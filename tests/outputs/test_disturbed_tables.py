@@ -17,7 +17,7 @@ from workflow_scripts.outputs import cell_pairs, sweeps
 from workflow_scripts.outputs.changes import FASTER
 from workflow_scripts.outputs.repeats import collapse_repeats
 from workflow_scripts.outputs.spec_gain import spec_gain_table
-from workflow_scripts.outputs.sweep_files import write_sweeps
+from workflow_scripts.outputs.sweeps.files import write_sweeps
 from workflow_scripts.outputs.tables import summary_frame, summary_rows
 from workflow_scripts.process import machine_use as mu
 

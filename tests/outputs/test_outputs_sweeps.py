@@ -24,7 +24,7 @@ from workflow_scripts.outputs import front_page as front_page_module
 from workflow_scripts.outputs import labels, stats, sweeps
 from workflow_scripts.outputs.card import build_card, render_markdown
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, SLOWER
-from workflow_scripts.outputs.sweep_files import write_sweeps
+from workflow_scripts.outputs.sweeps.files import write_sweeps
 from workflow_scripts.vocabulary import Status
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -319,10 +319,10 @@ def test_a_paired_gain_from_the_points_requests():
 
 
 def test_wilson_interval_matches_a_hand_computation():
-    lo, hi = sweeps.wilson_interval(50, 100)
+    lo, hi = stats.wilson_interval(50, 100)
     assert (lo, hi) == pytest.approx((0.4038, 0.5962), abs=1e-4)
-    assert sweeps.wilson_interval(0, 0) is None
-    assert sweeps.wilson_interval(None, 10) is None
+    assert stats.wilson_interval(0, 0) is None
+    assert stats.wilson_interval(None, 10) is None
 
 
 def test_a_point_whose_acceptance_leaves_the_series_is_flagged_and_only_it():
@@ -376,9 +376,9 @@ def test_the_acceptance_interval_over_requests_covers_the_true_rate():
         drafted = rng.integers(10, 200, size=30).astype(float)
         easy = rng.random(30) < 0.5  # half the prompts are easy to draft for
         accepted = rng.binomial(drafted.astype(int), np.where(easy, 0.8, 0.2)).astype(float)
-        lo, hi = sweeps.ratio_interval(accepted, drafted)
+        lo, hi = stats.ratio_interval(accepted, drafted)
         held += lo <= 0.5 <= hi
-        w_lo, w_hi = sweeps.wilson_interval(accepted.sum(), drafted.sum())
+        w_lo, w_hi = stats.wilson_interval(accepted.sum(), drafted.sum())
         wilson_held += w_lo <= 0.5 <= w_hi
     assert 0.90 <= held / 400 <= 0.99
     assert wilson_held / 400 < 0.5
@@ -491,7 +491,7 @@ def test_the_front_page_answers_where_the_drafter_stops_paying_with_its_figures(
 
 
 def test_the_figures_say_why_when_there_is_nothing_to_draw(tmp_path):
-    from workflow_scripts.outputs import plots_sweeps
+    from workflow_scripts.outputs.sweeps import plots as plots_sweeps
 
     cells = series_cells(False, [1, 2])
     metrics = [point_metrics(c, status=Status.FAILED, reason="x") for c in cells]
@@ -507,7 +507,7 @@ def test_the_figures_say_why_when_there_is_nothing_to_draw(tmp_path):
 
 
 def test_the_pareto_figure_draws_a_line_per_series_the_frontier_and_the_labels():
-    from workflow_scripts.outputs import plots_sweeps
+    from workflow_scripts.outputs.sweeps import plots as plots_sweeps
 
     base, base_m = done_series(False, [10.0, 20.0, 30.0, 40.0], [5.0, 40.0, 50.0, 100.0])
     draft, draft_m = done_series(True, [12.0, 25.0, 28.0, 30.0], [9.0, 20.0, 30.0, 90.0])
@@ -578,3 +578,16 @@ def test_a_matrix_without_a_sweep_plans_no_sweeps_job(tmp_path):
     planned = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     assert {"aggregate", "html_report"} <= planned, planned
     assert "sweeps" not in planned
+
+
+def test_a_points_label_is_the_name_its_cell_id_ends_in_at_any_load():
+    """sweeps.csv's `point` and the cell id spell a point one way (config/sweeps.point_part),
+    a rate of a million requests/s (`:g` would write `1e+06`) too."""
+    from tests.config.test_sweeps_config import cells_of, sweep_config
+
+    cells = cells_of(sweep_config(request_rate=[2.5, 10, 1_000_000]))
+    table = sweeps.sweep_table([], [cell.to_dict() for cell in cells])
+    assert len(table) == len(cells) == 6
+    for row in table.to_dict("records"):
+        assert row["cell"].endswith(f"-{row['point']}"), (row["cell"], row["point"])
+    assert set(table["point"]) == {"r2.5", "r10", "r1000000"}

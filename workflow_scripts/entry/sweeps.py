@@ -1,6 +1,14 @@
+import json
+
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.outputs.sweep_files import sweeps_from_snakemake
+from workflow_scripts.outputs.aggregate import cells_from_params
+from workflow_scripts.outputs.sweeps.files import write_sweep_outputs
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):
-    sweeps_from_snakemake(sm)
+    write_sweep_outputs(
+        sm.input.records,
+        cells_from_params(sm.params.cells),
+        json.loads(sm.params.gpus),  # each point's: the cells this rule reads
+        sm.output,
+    )

@@ -1,7 +1,9 @@
 """95 % intervals for a cell's figures and for the change between two cells. Pure functions of
 request records (or of per-repeat figures); stdlib + numpy only.
 
-The change between two cells is changes.py; a run's steadiness is stability.py.
+The change between two cells is changes.py; a run's steadiness is stability.py. A proportion's
+interval (Wilson's) and a ratio of sums over requests (the drafter's acceptance at a sweep
+point, outputs/sweeps/gain.py) are here too.
 
 Two sources, said in every table (`interval_source`):
 - `repeats`: ≥ 3 runs of a cell, each with its own server start -> a t-interval on their mean.
@@ -324,6 +326,32 @@ def interval_from_repeats(values: Sequence[float | None]) -> Interval | None:
     """The repeats' t-interval when there are enough of them, else None (use the bootstrap)."""
     data = [v for v in values if v is not None and not math.isnan(v)]
     return t_interval(data) if len(data) >= MIN_REPEATS else None
+
+
+WILSON_Z = 1.959963984540054  # the normal 97.5 % quantile: a two-sided 95 % interval
+
+
+def wilson_interval(successes: float, trials: float) -> tuple[float, float] | None:
+    """Wilson's 95 % score interval of a binomial proportion."""
+    if successes is None or not trials or trials <= 0:
+        return None
+    p, z2 = successes / trials, WILSON_Z**2
+    center = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = WILSON_Z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials**2)) / (1 + z2 / trials)
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def ratio_interval(accepted: np.ndarray, drafted: np.ndarray) -> tuple[float, float] | None:
+    """95 % interval of Σ accepted / Σ drafted over requests, each request one draw (a ratio
+    estimator's delta-method variance, Σ (a_i − R d_i)² / (n (n − 1) d̄²)): drafts within a
+    request go together, the requests are what varies."""
+    n = len(drafted)
+    if n < 2 or drafted.sum() <= 0:
+        return None
+    rate = accepted.sum() / drafted.sum()
+    variance = ((accepted - rate * drafted) ** 2).sum() / (n * (n - 1) * drafted.mean() ** 2)
+    half = t975(n - 1) * math.sqrt(variance)
+    return rate - half, rate + half
 
 
 def as_columns(intervals: Mapping[str, Interval]) -> dict[str, float | None]:

@@ -1,26 +1,27 @@
 """The sweeps rule's body: read the points' metrics.json and requests.jsonl, build the sweep tables
-(sweeps.py), write each as CSV (every column) and markdown (the columns a reader compares), one
-HTML page of them for the report, and the sweep figures (plots_sweeps.py)."""
+(build.py), write each as CSV (every column) and markdown (the columns a reader compares), one
+HTML page of them for the report, and the sweep figures (plots.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..atomic import write_text
-from ..loadgen.records import RequestRecord
-from ..vocabulary import CellData, CellMetrics, Status
-from .aggregate import cells_from_params
-from .compact import is_missing, number_text, with_interval
-from .record_index import read_index
-from .repeats import collapse_repeats
-from .report_html import esc, html_table, page
-from .sweeps import SweepTables, frontier_stretches, reference_note, series_sections, sweep_tables
-from .writers import load_indexed, to_markdown
+from ...atomic import write_text
+from ...loadgen.records import RequestRecord
+from ...vocabulary import CellData, CellMetrics, Status
+from ..compact import is_missing, number_text, with_interval
+from ..record_index import read_index
+from ..repeats import collapse_repeats
+from ..report_html import esc, html_table, page
+from ..writers import load_indexed, to_markdown
+from .build import SweepTables, sweep_tables
+from .cards import series_sections
+from .frontier import frontier_stretches
+from .gain import reference_note
 
 SWEEPS_TITLE = "Sweeps: one row per point"
 SWEEPS_INTRO = (
@@ -194,8 +195,8 @@ def write_sweep_tables(tables: SweepTables, out: Mapping[str, str | Path]) -> No
 
 def write_sweep_figures(tables: SweepTables, out: Mapping[str, str | Path]) -> None:
     """Each sweep figure the rule names among its outputs, as PNG + SVG."""
-    from . import plots_sweeps  # matplotlib: only the rule that draws pays its import
-    from .plots import save_figure
+    from ..plots import save_figure  # matplotlib: only the rule that draws pays its import
+    from . import plots as plots_sweeps
 
     figures = {
         "pareto_plot": lambda: plots_sweeps.pareto_figure(tables.sweeps, tables.pareto),
@@ -222,7 +223,14 @@ def write_sweeps(
     return tables
 
 
-def sweeps_from_snakemake(sm) -> None:
-    gpus = json.loads(sm.params.gpus)  # each point's: the cells this rule reads
-    all_metrics, records = load_indexed(read_index(sm.input.records, only=list(gpus)))
-    write_sweeps(all_metrics, cells_from_params(sm.params.cells), records, gpus, sm.output)
+def write_sweep_outputs(
+    records_index: str | Path,
+    cells: Sequence[CellData],
+    gpus: Mapping[str, int | None],
+    out: Mapping[str, str | Path],
+) -> SweepTables:
+    """The `sweeps` rule's outputs (paths in `out`) from the records index: only the points'
+    records are read (`gpus` holds each point's `resources.gpu`, keyed by the cells this rule
+    reads)."""
+    all_metrics, records = load_indexed(read_index(records_index, only=list(gpus)))
+    return write_sweeps(all_metrics, cells, records, gpus, out)

@@ -1,6 +1,6 @@
-"""Sweep figures as pure functions of the sweep tables (outputs/sweeps.py): throughput against
-interactivity with the frontier, latency against load, the drafter's gain against load. Saved
-as PNG + SVG by plots.save_figure."""
+"""Sweep figures as pure functions of the sweep tables (points, frontier, gain): throughput
+against interactivity with the frontier, latency against load, the drafter's gain against load.
+Saved as PNG + SVG by outputs/plots.save_figure."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..vocabulary import Status  # noqa: E402
-from .plots import LOG_SCALE_SPREAD, message_figure  # noqa: E402
+from ...vocabulary import Status  # noqa: E402
+from ..plots import LOG_SCALE_SPREAD, message_figure  # noqa: E402
 
 FRONTIER_COLOR = "#222222"
 LABELLED_POINTS = 80  # above this many points, only the frontier's are labelled

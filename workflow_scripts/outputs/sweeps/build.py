@@ -1,0 +1,36 @@
+"""Every sweep table at once, from the collapsed metrics, the cells and the records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ...loadgen.records import RequestRecord
+from ...vocabulary import CellData, CellMetrics
+from .crossover import crossover_table
+from .frontier import pareto_table
+from .gain import spec_gain_sweep_table
+from .points import sweep_table
+
+
+@dataclass(frozen=True)
+class SweepTables:
+    sweeps: pd.DataFrame
+    pareto: pd.DataFrame
+    spec_gain_sweep: pd.DataFrame
+    spec_crossover: pd.DataFrame
+
+
+def sweep_tables(
+    all_metrics: Sequence[CellMetrics],
+    cells: Sequence[CellData],
+    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    gpus: Mapping[str, int | None] | None = None,
+) -> SweepTables:
+    """Every sweep table from the collapsed metrics, the config's repeat-1 cells and the first
+    finished repeat's records (repeats.collapse_repeats)."""
+    sweeps = sweep_table(all_metrics, cells, records, gpus)
+    gains = spec_gain_sweep_table(all_metrics, cells, records)
+    return SweepTables(sweeps, pareto_table(sweeps), gains, crossover_table(cells, gains))

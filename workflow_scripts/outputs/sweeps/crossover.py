@@ -1,0 +1,140 @@
+"""spec_crossover.csv: where along the load a drafter stops paying, one row per drafter series,
+from its spec_gain_sweep rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ...config.sweeps import point_part
+from ...vocabulary import CellData
+from ..changes import FASTER
+from .gain import frame_records, series_pairs
+from .points import sweep_points
+
+CROSSOVER_COLUMNS = [
+    "series",
+    "base_series",
+    "axis",
+    "last_faster",
+    "first_not_faster",
+    "summary",
+    "monotone",
+    "last_faster_gain_pct",
+    "last_faster_gain_lo_pct",
+    "last_faster_gain_hi_pct",
+    "first_not_faster_gain_pct",
+    "first_not_faster_gain_lo_pct",
+    "first_not_faster_gain_hi_pct",
+    "first_not_faster_verdict",
+    "interval_source",
+    "points",
+    "rests_on_disturbed",  # the judged points whose pair is disturbed: the answer rests on them
+]
+
+EVERY_POINT, NEVER = "faster at every point", "never faster"
+NO_BASE = "no base series with the same points"
+NO_VERDICT = "no verdict at any point"
+
+
+def _joined(labels: Sequence[str]) -> str:
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
+def crossover_summary(verdicts: Sequence[tuple[str, str | None]]) -> str:
+    """Plain words for a series' verdicts in load order, (point label, verdict or None)."""
+    judged = [(label, v) for label, v in verdicts if v]
+    missing = [label for label, v in verdicts if not v]
+    faster = [label for label, v in judged if v == FASTER]
+    slower = [label for label, v in judged if v != FASTER]
+    if not judged:
+        return NO_VERDICT
+    if not slower:
+        text = EVERY_POINT
+    elif not faster:
+        text = NEVER
+    else:
+        flags = [v == FASTER for _, v in judged]
+        if flags == sorted(flags, reverse=True):  # every faster point before every other
+            text = f"faster up to {faster[-1]}, not from {slower[0]}"
+        else:
+            text = f"faster at {_joined(faster)}, not at {_joined(slower)}: no single crossover"
+    if missing:
+        text += f"; no verdict at {_joined(missing)}"
+    return text
+
+
+def disturbed_note(labels: Sequence[str]) -> str:
+    """What a crossover resting on disturbed points must say: which points."""
+    if not labels:
+        return ""
+    verb = "rests" if len(labels) == 1 else "rest"
+    return (
+        f"; {_joined(list(labels))} {verb} on a disturbed measurement (other work on the "
+        "machine during the bench): read with care, or measure again (checks.rerun_disturbed)"
+    )
+
+
+def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.DataFrame) -> dict:
+    """One drafter series' crossover from its spec_gain_sweep rows (in load order): the last
+    point it is faster at and the first it is not (points without a verdict are skipped), with
+    the gain and interval each rests on. Every judged point shapes the answer, so a judged
+    point whose pair is disturbed is named (`rests_on_disturbed`, and in the summary)."""
+    rows = frame_records(gains)
+    judged = [r for r in rows if r.get("verdict")]
+    shaky = [r["point"] for r in judged if r.get("disturbed")]
+    faster = [r for r in judged if r["verdict"] == FASTER]
+    not_faster = [r for r in judged if r["verdict"] != FASTER]
+    last, first = (faster[-1] if faster else None), (not_faster[0] if not_faster else None)
+    flags = [r["verdict"] == FASTER for r in judged]
+    out = {
+        "series": series,
+        "base_series": base_series,
+        "axis": axis,
+        "last_faster": last[axis] if last else None,
+        "first_not_faster": first[axis] if first else None,
+        "summary": crossover_summary([(r["point"], r.get("verdict")) for r in rows])
+        + disturbed_note(shaky),
+        "monotone": flags == sorted(flags, reverse=True) if judged else None,
+        "first_not_faster_verdict": first["verdict"] if first else None,
+        "interval_source": "; ".join(
+            sorted(
+                {
+                    r["gain_interval_source"]
+                    for r in (last, first)
+                    if r and r.get("gain_interval_source")
+                }
+            )
+        ),
+        "points": ", ".join(r["point"] for r in rows),
+        "rests_on_disturbed": ", ".join(shaky),
+    }
+    for name, row in (("last_faster", last), ("first_not_faster", first)):
+        for suffix in ("", "_lo", "_hi"):
+            out[f"{name}_gain{suffix}_pct"] = row.get(f"decode_gain{suffix}_pct") if row else None
+    return out
+
+
+def crossover_table(cells: Sequence[CellData], spec_gain_sweep: pd.DataFrame) -> pd.DataFrame:
+    """spec_crossover.csv: one row per drafter series, those without a base series with the
+    same points too (saying so)."""
+    rows = []
+    for pair in series_pairs(sweep_points(cells)):
+        axis = pair.drafter[0].sweep.axis
+        if pair.base is None:
+            rows.append(
+                {
+                    "series": pair.series,
+                    "axis": axis,
+                    "summary": f"{NO_BASE}: {pair.note}",
+                    "points": ", ".join(point_part("", axis, c.sweep.value) for c in pair.drafter),
+                }
+            )
+            continue
+        gains = spec_gain_sweep[spec_gain_sweep["series"] == pair.series]
+        rows.append(crossover_row(pair.series, pair.base[0].sweep.series, axis, gains))
+    frame = pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
+    for column in ("last_faster", "first_not_faster"):  # a concurrency stays an integer
+        frame[column] = pd.Series([row.get(column) for row in rows], dtype=object)
+    return frame
