@@ -54,8 +54,41 @@ def test_a_planted_cycle_through_a_function_level_import_is_found_and_printed(tm
 
 
 def test_the_latency_goal_core_sits_below_config_and_outputs():
-    """slo/ judges a point from its records: config's search planner and the outputs' tables
-    both build on it, and it reaches up into neither (nor into cell/, engines/)."""
-    packages = package_graph(import_graph())
+    """slo/ judges a point from its records and plans the search (`slo.search`): config's
+    reading of the search and the outputs' files and tables build on it, and it reaches up into
+    neither (nor into cell/, engines/)."""
+    graph = import_graph()
+    packages = package_graph(graph)
     assert packages["slo"] <= {"vocabulary", "loadgen"}
     assert "slo" in packages["config"] and "slo" in packages["outputs"]
+    assert "workflow_scripts.slo.search" in graph["workflow_scripts.config.search"]
+    assert "workflow_scripts.config.search" not in graph
+    # the search's files in one module the parse can import: no pandas, no tables
+    assert (
+        "workflow_scripts.outputs.slo_tables" not in graph["workflow_scripts.outputs.search_files"]
+    )
+
+
+SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "files", "plots")
+
+
+def test_the_sweeps_code_is_one_sub_package_with_its_intervals_in_stats():
+    """outputs/sweeps/ holds every sweep module, split by job and none over 450 lines; its
+    intervals come from outputs/stats.py and a point's name and typed load from
+    config/sweeps.py; only the rule that draws imports matplotlib (sweeps/plots.py)."""
+    graph = import_graph()
+    home = PACKAGE / "outputs" / "sweeps"
+    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SWEEP_MODULES, "__init__"])
+    assert not (PACKAGE / "outputs" / "sweeps.py").exists()
+    assert not (PACKAGE / "outputs" / "sweep_files.py").exists()
+    assert not (PACKAGE / "outputs" / "plots_sweeps.py").exists()
+    for path in home.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 450, path
+    docstring = (home / "__init__.py").read_text()
+    assert all(f"`{name}`" in docstring for name in SWEEP_MODULES)
+    sweeps = "workflow_scripts.outputs.sweeps"
+    assert "workflow_scripts.outputs.stats" in graph[f"{sweeps}.gain"]
+    for name in ("points", "gain", "crossover"):
+        assert "workflow_scripts.config.sweeps" in graph[f"{sweeps}.{name}"], name
+    drawing = {m for m, imports in graph.items() if f"{sweeps}.plots" in imports}
+    assert drawing == {f"{sweeps}.files"}

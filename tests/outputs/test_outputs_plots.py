@@ -124,6 +124,17 @@ def test_concurrency_sweep_series(tables):
     assert "two or more concurrencies" in fig.axes[0].texts[0].get_text()
 
 
+def test_a_sweeps_points_are_left_to_the_sweep_figures(tables):
+    """The concurrency view draws the cells that are no sweep's points: a sweep's points are
+    drawn once, by the sweep figures (pareto, sweep_latency)."""
+    summary, _ = tables
+    assert list(plots.concurrency_series(summary, sweep_points={BASE})) == []
+    fig = plots.throughput_vs_concurrency_figure(summary, sweep_points={BASE_C4})
+    assert "two or more concurrencies" in fig.axes[0].texts[0].get_text()
+    kept = plots.concurrency_series(summary, sweep_points={DRAFTER})
+    assert list(kept["tiny-llama · llamacpp-local · q4_0 · none"]["concurrency"]) == [2, 4]
+
+
 def test_reference_figure_pairs_measured_and_published(tables):
     summary, _ = tables
     fig = plots.measured_vs_reference_figure(summary)

@@ -44,9 +44,13 @@ def engine_label(cell: Cell) -> str:
 
 
 def matrix_sweeps_concurrency(cells: Sequence[Cell]) -> bool:
-    """True when one model/engine/quant/drafter runs at two or more concurrencies."""
+    """True when one model/engine/quant/drafter runs at two or more concurrencies outside a
+    sweep. A sweep's points are drawn by the sweep figures (pareto, sweep_latency), one line per
+    series; the older concurrency view is for the cells that are no sweep's points."""
     seen: dict[tuple, set] = {}
     for cell in cells:
+        if cell.sweep is not None:
+            continue
         key = (cell.model, cell.engine, cell.quant, cell.drafter)
         seen.setdefault(key, set()).add(cell.concurrency)
     return any(len(values) >= 2 for values in seen.values())
@@ -54,7 +58,8 @@ def matrix_sweeps_concurrency(cells: Sequence[Cell]) -> bool:
 
 def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
     """Summary figures a matrix gets only when they can say something: throughput vs
-    concurrency for a concurrency sweep, measured vs published when references exist."""
+    concurrency for cells at two or more concurrencies that are no sweep's points (a sweep has
+    its own figures: sweep_outputs), measured vs published when references exist."""
     cells = [Cell.of(cell) for cell in cells]
     names = []
     if matrix_sweeps_concurrency(cells):

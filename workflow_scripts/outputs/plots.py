@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -221,9 +221,16 @@ def peak_memory_figure(summary: pd.DataFrame):
     return fig
 
 
-def concurrency_series(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Cells that differ only in concurrency, as series with at least two concurrencies."""
-    done = summary[(summary["status"] == Status.DONE) & summary["concurrency"].notna()]
+def concurrency_series(
+    summary: pd.DataFrame, sweep_points: Collection[str] = ()
+) -> dict[str, pd.DataFrame]:
+    """Cells that differ only in concurrency, as series with at least two concurrencies; a
+    sweep's points (`sweep_points`, their cell ids) are left to the sweep figures."""
+    done = summary[
+        (summary["status"] == Status.DONE)
+        & summary["concurrency"].notna()
+        & ~summary["cell"].isin(set(sweep_points))
+    ]
     series = {}
     for key, group in done.groupby(["model", "engine", "quant", "drafter"], sort=False):
         if group["concurrency"].nunique() >= 2:
@@ -231,9 +238,10 @@ def concurrency_series(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return series
 
 
-def throughput_vs_concurrency_figure(summary: pd.DataFrame):
-    """Decode tok/s against concurrency, one line per model/engine/quant/drafter."""
-    series = concurrency_series(summary)
+def throughput_vs_concurrency_figure(summary: pd.DataFrame, sweep_points: Collection[str] = ()):
+    """Decode tok/s against concurrency, one line per model/engine/quant/drafter, of the cells
+    that are no sweep's points."""
+    series = concurrency_series(summary, sweep_points)
     if not series:
         return message_figure(
             "Decode throughput vs concurrency",
