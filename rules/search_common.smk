@@ -3,15 +3,13 @@
 from snakemake.exceptions import IncompleteCheckpointException
 
 from workflow_scripts.outputs.slo_cells import goal_workload
-from workflow_scripts.outputs.slo_search import (
+from workflow_scripts.outputs.search_files import (
     goal_path,
     goals_of,
-    heal_probe,
     probe_cells,
     read_verdict,
     search_path,
-    settled_verdict,
-    walk,
+    walked_probes,
     write_goal_files,
 )
 
@@ -44,30 +42,12 @@ def all_goal_files():
     return [str(goal_path(GOALS, workload)) for workload in GOAL_SLOS]
 
 
-def probe_verdict(series):
-    """The verdict of one probe of `series`: read from its settled judgement, else through its
-    checkpoint; None while it is not judged (the walk stops there, the probe is an input, and
-    Snakemake walks again once its checkpoint is done) or when its cell failed."""
-
-    search = SEARCHES[series]
-    goal = goal_path(GOALS, search.workload)
-
-    def of_key(key):
-        cell = search.probe_id(key)
-        folder = f"{RESULTS}/cells/{cell}"
-        # a cut-short metrics.json or slo.json: removed with a line, the probe redone
-        heal_probe(folder, remove=not workflow.dryrun)
-        settled = settled_verdict(
-            f"{folder}/slo.json", f"{folder}/metrics.json", goal, search.slo
-        )
-        if settled is not None:
-            return settled
-        try:
-            return read_verdict(checkpoints.cell_slo.get(cell=cell).output.slo)
-        except IncompleteCheckpointException:
-            return None
-
-    return of_key
+def checkpoint_verdict(cell):
+    """A probe's verdict through its checkpoint; None while it is not judged."""
+    try:
+        return read_verdict(checkpoints.cell_slo.get(cell=cell).output.slo)
+    except IncompleteCheckpointException:
+        return None
 
 
 @job_function
@@ -79,11 +59,11 @@ def slo_table_inputs(wildcards):
     after a changed goal and never ran a probe after a failed one (measured; the tests).
     """
     inputs = {"searches": [str(search_path(GOALS, s)) for s in SEARCHES], "probes": []}
-    for series, search in SEARCHES.items():
-        verdict_of = probe_verdict(series)
-        for key in walk(search.spec, verdict_of):
-            path = f"{RESULTS}/cells/{search.probe_id(key)}/slo.json"
-            inputs["probes"].append(path)
+    for search in SEARCHES.values():
+        walked = walked_probes(
+            search, RESULTS, GOALS, checkpoint_verdict, workflow.dryrun
+        )
+        inputs["probes"] += [f"{RESULTS}/cells/{cell}/slo.json" for cell in walked]
     return inputs
 
 

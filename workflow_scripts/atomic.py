@@ -35,6 +35,18 @@ def write_text(path: str | Path, text: str) -> None:
         handle.write(text)
 
 
+def write_text_if_changed(path: str | Path, text: str) -> bool:
+    """Write `text` unless the file already holds exactly that: an unchanged file keeps its
+    mtime, so nothing downstream of it reruns. Returns whether it wrote."""
+    try:
+        if Path(path).read_text() == text:
+            return False
+    except OSError:
+        pass
+    write_text(path, text)
+    return True
+
+
 def write_json(path: str | Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -19,7 +19,7 @@ import pytest
 from tests.support.outputs import BASE, DRAFTER, FIXTURES, REPO, fixture_cells
 from workflow_scripts.outputs import compare_runs, writers
 from workflow_scripts.outputs.record_index import files_of
-from workflow_scripts.outputs.slo_search import heal_probe, read_verdict, settled_verdict
+from workflow_scripts.outputs.search_files import heal_probe, read_verdict, settled_verdict
 from workflow_scripts.slo.objectives import Slo
 
 

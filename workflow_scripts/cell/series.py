@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_json, write_text
+from ..atomic import write_json, write_text_if_changed
 from ..process.leftovers import is_running
 from ..process.server import ServerError
 from ..text import tail
@@ -67,10 +67,7 @@ def write_series_files(cells_dir: str | Path, launches: Mapping[str, Mapping[str
         # never older than the server's inputs: Snakemake would see them as updated and give
         # the server job a reason of its own to run, with the same effect as a changed param
         os.utime(path)
-        launch = launch_path(cells_dir, name)
-        text = json.dumps(cell, sort_keys=True)
-        if not launch.exists() or launch.read_text() != text:
-            write_text(launch, text)
+        write_text_if_changed(launch_path(cells_dir, name), json.dumps(cell, sort_keys=True))
 
 
 def forget_provenance(workdir: str | Path, records: Iterable[str]) -> None:

@@ -399,7 +399,7 @@ class Matrix:
     from (by cell id, repeats included, and by searched series): where its resources are."""
 
     cells: list[Cell]
-    searches: dict[str, probes.SearchSeries]
+    searches: dict[str, probes.Search]
     entry_of: dict[str, int]
 
 
@@ -409,7 +409,7 @@ def build_cells(config: dict[str, Any]) -> list[Cell]:
     return build_matrix(config).cells
 
 
-def build_searches(config: dict[str, Any]) -> dict[str, probes.SearchSeries]:
+def build_searches(config: dict[str, Any]) -> dict[str, probes.Search]:
     """Each searched series (model x engine x quant x drafter x a workload with a `search`) ->
     its search, in config order; a probe's cell is built from it by id (config.probes)."""
     return build_matrix(config).searches
@@ -419,7 +419,7 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
     """Both of the above in one pass (the Snakefile needs both, and a sweep of 1000 points
     made building them a third of its parse time)."""
     cells: list[Cell] = []
-    searches: dict[str, probes.SearchSeries] = {}
+    searches: dict[str, probes.Search] = {}
     entry_of: dict[str, int] = {}
     seen: dict[str, str] = {}
     for choice in choose(config):

@@ -30,7 +30,8 @@ from ..loadgen.command import client_argv
 from ..redact import redact
 from ..vocabulary import Cell, ConfigError, Status
 from .matrix import build_cells, build_searches, load_config_file
-from .probes import SearchSeries, probe_of
+from .probes import Search, probe_of
+from .search import load_label
 from .sweeps import launch_cell, shared_series
 
 
@@ -117,7 +118,7 @@ def plan_cell(cell: Cell, results_dir: Path, launch: Cell | None = None) -> Cell
     return plan
 
 
-def search_first_probes(searches: dict[str, SearchSeries]) -> list[tuple[Cell, str]]:
+def search_first_probes(searches: dict[str, Search]) -> list[tuple[Cell, str]]:
     """Each search's first probe (its min), with the probes that follow while each passes: the
     rest depends on the verdicts, so the plan names them and does not guess further."""
     out = []
@@ -125,7 +126,7 @@ def search_first_probes(searches: dict[str, SearchSeries]) -> list[tuple[Cell, s
         spec = search.spec
         ladder, load = [], spec.normal(spec.min)
         while len(ladder) < 4:
-            ladder.append(spec.label(load))
+            ladder.append(load_label(spec, load))
             if load >= spec.max:
                 break
             load = spec.clamp(load * 2)

@@ -1,5 +1,5 @@
 """A latency-goal search's probes as cells. A search's probes are not known when the Snakefile is
-parsed (each next load depends on the last verdict), so the matrix holds one `SearchSeries` per
+parsed (each next load depends on the last verdict), so the matrix holds one `Search` per
 model x engine x quant x drafter x searching workload, and a probe's cell is built from it on
 demand, by id: `<series>-c8` (extension k: `<series>-c8-xk`).
 
@@ -15,15 +15,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..slo.objectives import Slo
+from ..slo.search import CONCURRENCY, ProbeKey, SearchSpec
 from ..vocabulary import Cell, ConfigError, SweepPoint, Workload
 from . import sweeps
-from .search import CONCURRENCY, ProbeKey, SearchSpec, goal_of
+from .search import goal_of, load_label, probe_part
 
 
 @dataclass(frozen=True)
-class SearchSeries:
-    """One series' search: the cell its probes are made from (its load the search's min), the
-    configured workload it searches, its goal and its search."""
+class Search:
+    """One series' search to run (its outcome: `outputs.search_files.SearchOutcome`): the cell
+    its probes are made from (its load the search's min), the configured workload it searches,
+    its goal and its search."""
 
     series: str  # model__engine__quant__drafter__<w>
     template: Cell
@@ -34,7 +36,7 @@ class SearchSeries:
     where: str  # the cells entry it comes from (what resources and errors name)
 
     def probe_id(self, key: ProbeKey) -> str:
-        return self.series.removesuffix(self.workload) + self.spec.probe_part(self.workload, key)
+        return self.series.removesuffix(self.workload) + probe_part(self.spec, self.workload, key)
 
     def probe(self, key: ProbeKey) -> Cell:
         """The cell that measures `key` = (load, extension): a fresh server of its own, the load
@@ -44,7 +46,7 @@ class SearchSeries:
         entry["num_prompts"] = self.spec.prompts_for(entry["num_prompts"], extension)
         if self.template.engine_spec.get("api_key_env") and "api_key_env" not in entry:
             entry["api_key_env"] = self.template.engine_spec["api_key_env"]
-        part = self.spec.probe_part(self.workload, key)
+        part = probe_part(self.spec, self.workload, key)
         return replace(
             self.template,
             id=self.probe_id(key),
@@ -73,7 +75,7 @@ def probe_key(series: str, workload: str, spec: SearchSpec, cell_id: str) -> Pro
     if not match or match.group("letter") != spec.letter:
         return None
     key = (spec.normal(float(match.group("load"))), int(match.group("ext") or 0))
-    part = spec.probe_part(workload, key)
+    part = probe_part(spec, workload, key)
     if series.removesuffix(workload) + part != cell_id or key[1] > spec.max_extensions:
         return None
     return key if spec.min <= key[0] <= spec.max else None
@@ -92,9 +94,9 @@ def template_entry(workload: Mapping[str, Any]) -> dict[str, Any]:
     return {**workload, spec["over"]: spec["min"]}
 
 
-def search_series(name: str, cell: Cell, workload: Mapping[str, Any], where: str) -> SearchSeries:
+def search_series(name: str, cell: Cell, workload: Mapping[str, Any], where: str) -> Search:
     slo, spec = goal_of(name, workload)
-    return SearchSeries(
+    return Search(
         series=cell.id,
         template=cell,
         workload=name,
@@ -105,9 +107,7 @@ def search_series(name: str, cell: Cell, workload: Mapping[str, Any], where: str
     )
 
 
-def probe_of(
-    searches: Mapping[str, SearchSeries], cell_id: str
-) -> tuple[SearchSeries, ProbeKey] | None:
+def probe_of(searches: Mapping[str, Search], cell_id: str) -> tuple[Search, ProbeKey] | None:
     """The search and key a cell id names, or None (an id of the matrix, or of nothing)."""
     series = cell_id.rpartition("-")[0]
     for _ in range(2):  # `<series>-c8` or `<series>-c8-x1`
@@ -146,7 +146,7 @@ def check_search_workload(name: str, workload: Mapping[str, Any]) -> None:
         )
 
 
-def check_probe_ids(ids: Mapping[str, str], searches: Mapping[str, SearchSeries]) -> None:
+def check_probe_ids(ids: Mapping[str, str], searches: Mapping[str, Search]) -> None:
     """No cell (or searched series) of the matrix has a probe's id: the search would read that
     cell's result as its probe (a workload named `w-c8` beside a search of workload `w`).
     `ids`: each id -> the key path of the cells entry it comes from."""
@@ -159,7 +159,7 @@ def check_probe_ids(ids: Mapping[str, str], searches: Mapping[str, SearchSeries]
         search, key = found
         raise ConfigError(
             f"config key '{where}': cell '{cell_id}' has the id of probe "
-            f"{search.spec.label(key[0])} of the search of workload '{search.workload}' "
+            f"{load_label(search.spec, key[0])} of the search of workload '{search.workload}' "
             f"({search.where}), which would read that cell as its probe; rename workload "
             f"'{cell_id.rpartition('__')[2]}' or '{search.workload}'"
         )

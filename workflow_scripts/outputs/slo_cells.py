@@ -10,14 +10,12 @@ measurement alone.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..slo.bounds import CONFIDENCE, min_samples_for_upper
 from ..slo.objectives import Slo
-from ..slo.point import evaluate_point
+from ..slo.point import judge
 from ..vocabulary import Cell, CellData, Status
 from .slo_text import attainment_text, objective_text
 
@@ -25,22 +23,16 @@ SLO_COLUMNS = ["slo_verdict", "goodput_req_s", "attainment", "slo", "slo_detail"
 TAIL_PERCENTILES = (90, 99)
 
 
-def read_goals(paths: Iterable[str | Path]) -> dict[str, Slo]:
-    """Goal files (`results/goals/<workload>.json`) -> workload name -> goal."""
-    return {
-        Path(p).stem: Slo.from_config(json.loads(Path(p).read_text()), Path(p).stem) for p in paths
-    }
-
-
 def goal_workload(cell: Cell) -> str:
     return cell.sweep.workload if cell.sweep else cell.workload
 
 
 def judged(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict[str, Any]:
-    """A cell's `slo`: the goal as text and, for a cell that ran, its point result."""
-    if metrics.get("status") != Status.DONE:
+    """A cell's `slo` in the tables' metrics record: the goal as text and, for a cell that ran,
+    its point result (`slo.point.judge`, as its `slo.json` holds it)."""
+    result = judge(slo, metrics, records)
+    if result is None:
         return {"goal": slo.text, "verdict": None}
-    result = evaluate_point(slo, records, metrics)
     return {
         "goal": slo.text,
         **result.to_dict(),

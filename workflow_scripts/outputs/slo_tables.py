@@ -2,53 +2,28 @@
 load that passes its goal, the smallest that fails, every probe with its verdict and bounds,
 goodput and throughput at the answer, what the search cost), and the drafter at the goal
 (`summary/slo_drafter.csv`/`.md`): each drafter series beside its base series under the same
-goal. Rows are pure functions of each series' search; `write_slo_tables` puts them on disk."""
+goal. Rows are pure functions of each series' search outcome (`outputs.search_files`);
+`write_slo_tables` puts them on disk; `search_figure` draws each series' probes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..atomic import write_text
-from ..config.search import Plan, ProbeKey, SearchSpec, Step
+from ..config.search import load_label
 from ..slo.bounds import CONFIDENCE
-from ..slo.objectives import Slo
 from ..slo.point import PointResult
+from ..slo.search import ProbeKey, SearchSpec, Step
 from ..vocabulary import NO_DRAFTER
+from .search_files import SearchOutcome
 from .slo_text import attainment_text, objective_text
 from .writers import to_markdown, write_table
 
-
-@dataclass(frozen=True)
-class SeriesSearch:
-    """One series' search as the summary sees it: who it is (`workload` is the configured
-    workload's name, what a drafter series and its base share), its goal and search, the plan
-    the verdicts so far give, each measured probe's result, and why each failed probe failed
-    (its cell failed, or its result is invalid)."""
-
-    series: str
-    model: str
-    engine: str
-    quant: str
-    drafter: str
-    workload: str
-    slo: Slo
-    spec: SearchSpec
-    plan: Plan
-    results: Mapping[ProbeKey, PointResult]
-    failed: Mapping[ProbeKey, str] = field(default_factory=dict)
-
-    def at(self, load: Any) -> PointResult | None:
-        """The result the walk last measured at `load` (its last extension)."""
-        steps = [s for s in self.plan.steps if s.load == load]
-        return self.results.get(steps[-1].key) if steps else None
-
-
-SLO_COLUMNS = [
+SLO_CSV_COLUMNS = [
     "series",
     "largest_passing",
     "smallest_failing",
@@ -112,7 +87,7 @@ DRAFTER_GOAL_COLUMNS = [
 def probe_text(spec: SearchSpec, step: Step, result: PointResult | None) -> str:
     """`c8 n=64 pass (tpot p90 38.0 hi 41.2 ≤ 52 ms)`: a probe, its requests, its verdict and
     the parts that gave it (every part of a pass; the failing or straddling ones otherwise)."""
-    name = spec.label(step.load) + (f" ext{step.extension}" if step.extension else "")
+    name = load_label(spec, step.load) + (f" ext{step.extension}" if step.extension else "")
     if result is None:
         return f"{name} {step.verdict}"
     parts = [objective_text(o) for o in result.objectives if o.verdict == result.verdict]
@@ -132,11 +107,11 @@ def load_text(spec: SearchSpec, load: Any, at_max: bool = False) -> str:
     return f"at least {shown}" if at_max else shown
 
 
-def search_note(search: SeriesSearch) -> str:
+def search_note(search: SearchOutcome) -> str:
     """What the search concluded, in a sentence or two."""
     plan, spec = search.plan, search.spec
     if not plan.done:
-        label = spec.label(plan.load) + (f" ext{plan.extension}" if plan.extension else "")
+        label = load_label(spec, plan.load) + (f" ext{plan.extension}" if plan.extension else "")
         if plan.key in search.failed:
             reason = (search.failed[plan.key].splitlines() or ["no reason recorded"])[0]
             return f"failed at {label}: {reason} (retried next run)"
@@ -144,37 +119,38 @@ def search_note(search: SeriesSearch) -> str:
     notes = []
     if plan.at_max:
         notes.append(
-            f"{spec.label(plan.largest_passing)} (the search's max) passes: the series serves "
-            "at least that within the goal"
+            f"{load_label(spec, plan.largest_passing)} (the search's max) passes: the series "
+            "serves at least that within the goal"
         )
     elif plan.largest_passing is None:
         below = plan.steps[-1] if plan.steps else None
         notes.append(
-            "no load passes" + (f": {spec.label(below.load)} is {below.verdict}" if below else "")
+            "no load passes"
+            + (f": {load_label(spec, below.load)} is {below.verdict}" if below else "")
         )
     else:
         failing = plan.smallest_failing
         notes.append(
-            f"largest passing {spec.label(plan.largest_passing)}"
-            + (f", smallest failing {spec.label(failing)}" if failing is not None else "")
+            f"largest passing {load_label(spec, plan.largest_passing)}"
+            + (f", smallest failing {load_label(spec, failing)}" if failing is not None else "")
         )
     if plan.undecided:
         prompts = f"{spec.extension_factor**spec.max_extensions:g}×"
-        loads = ", ".join(spec.label(load) for load in plan.undecided)
+        loads = ", ".join(load_label(spec, load) for load in plan.undecided)
         notes.append(
             f"{loads} unresolved after {spec.max_extensions} extensions ({prompts} prompts): "
             "not shown to pass, so the search stayed below"
         )
     if plan.non_monotone:
         pairs = ", ".join(
-            f"{spec.label(fail)} fails below {spec.label(ok)} passing"
+            f"{load_label(spec, fail)} fails below {load_label(spec, ok)} passing"
             for ok, fail in plan.non_monotone
         )
         notes.append(f"not monotone ({pairs}): read the answer with care")
     return "; ".join(notes)
 
 
-def slo_row(search: SeriesSearch) -> dict[str, Any]:
+def slo_row(search: SearchOutcome) -> dict[str, Any]:
     """One series' row of slo.csv."""
     plan, spec = search.plan, search.spec
     answer = search.at(plan.largest_passing) if plan.largest_passing is not None else None
@@ -198,9 +174,9 @@ def slo_row(search: SeriesSearch) -> dict[str, Any]:
         "decode_tok_s": answer.decode_tok_s if answer else None,
         "num_probes": len(plan.steps),
         "probes_wall_s": sum(w for w in walls if w is not None) if walls else None,
-        "undecided": ", ".join(spec.label(load) for load in plan.undecided),
+        "undecided": ", ".join(load_label(spec, load) for load in plan.undecided),
         "non_monotone": ", ".join(
-            f"{spec.label(fail)}<{spec.label(ok)}" for ok, fail in plan.non_monotone
+            f"{load_label(spec, fail)}<{load_label(spec, ok)}" for ok, fail in plan.non_monotone
         ),
         "model": search.model,
         "engine": search.engine,
@@ -210,7 +186,7 @@ def slo_row(search: SeriesSearch) -> dict[str, Any]:
     }
 
 
-def slo_rows(searches: Sequence[SeriesSearch]) -> list[dict[str, Any]]:
+def slo_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]:
     return [slo_row(search) for search in searches]
 
 
@@ -220,7 +196,7 @@ def _change_pct(new: float | None, base: float | None) -> float | None:
     return 100.0 * (new - base) / base
 
 
-def change_text(base: SeriesSearch, drafter: SeriesSearch) -> str:
+def change_text(base: SearchOutcome, drafter: SearchOutcome) -> str:
     """`the drafter raises the load served within the goal from c=8 to c=12`."""
     if not (base.plan.done and drafter.plan.done):
         return "a search of the pair has not finished"
@@ -236,11 +212,11 @@ def change_text(base: SeriesSearch, drafter: SeriesSearch) -> str:
     return f"the drafter {verb} the load served within the goal from {b_text} to {d_text}"
 
 
-def drafter_goal_rows(searches: Sequence[SeriesSearch]) -> list[dict[str, Any]]:
+def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]:
     """Each drafter series beside its base series (drafter `none`, same model, engine, quant and
     workload): the largest passing load with and without the drafter, throughput at each, and
     the change. A base under another goal or searched over another axis is no base: flagged."""
-    bases: dict[tuple[str, ...], list[SeriesSearch]] = {}
+    bases: dict[tuple[str, ...], list[SearchOutcome]] = {}
     for s in searches:
         if s.drafter == NO_DRAFTER:
             bases.setdefault((s.model, s.engine, s.quant, s.workload), []).append(s)
@@ -308,16 +284,16 @@ DRAFTER_GOAL_INTRO = (
 )
 
 
-def slo_frame(searches: Sequence[SeriesSearch]) -> pd.DataFrame:
-    return pd.DataFrame(slo_rows(searches), columns=SLO_COLUMNS)
+def slo_frame(searches: Sequence[SearchOutcome]) -> pd.DataFrame:
+    return pd.DataFrame(slo_rows(searches), columns=SLO_CSV_COLUMNS)
 
 
-def drafter_goal_frame(searches: Sequence[SeriesSearch]) -> pd.DataFrame:
+def drafter_goal_frame(searches: Sequence[SearchOutcome]) -> pd.DataFrame:
     return pd.DataFrame(drafter_goal_rows(searches), columns=DRAFTER_GOAL_COLUMNS)
 
 
 def write_slo_tables(
-    searches: Sequence[SeriesSearch], out: Mapping[str, str | Path]
+    searches: Sequence[SearchOutcome], out: Mapping[str, str | Path]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """slo.{csv,md} and slo_drafter.{csv,md} to the paths `out` names (`slo_csv`, `slo_md`,
     `slo_drafter_csv`, `slo_drafter_md`); the markdown shows the columns a reader compares."""
@@ -335,3 +311,86 @@ def write_slo_tables(
         DRAFTER_GOAL_INTRO,
     )
     return slo, drafter
+
+
+def search_points(search: SearchOutcome) -> list[dict[str, Any]]:
+    """One row per measured probe (the walk's last extension at each load, and any probe off the
+    walk): what the figure draws."""
+    walked = {step.key for step in search.plan.steps}
+    last: dict[Any, ProbeKey] = {}
+    for key in sorted(search.results, key=lambda k: (k[0], k[1])):
+        last[key[0]] = key
+    rows = []
+    for load, key in sorted(last.items()):
+        result = search.results[key]
+        for objective in result.objectives:
+            rows.append(
+                {
+                    "series": search.series,
+                    "load": load,
+                    "figure": objective.objective.label,
+                    "limit": objective.objective.max_ms,
+                    "value": objective.bound.value,
+                    "lo": objective.bound.lo,
+                    "hi": objective.bound.hi,
+                    "verdict": str(result.verdict),
+                    "walked": key in walked,
+                }
+            )
+    return rows
+
+
+VERDICT_MARKERS = {
+    "pass": ("o", "#2a9d3f"),
+    "fail": ("x", "#c0392b"),
+    "unresolved": ("s", "#999999"),
+}
+
+
+def search_figure(searches: list[SearchOutcome]):
+    """Each series' probes against load, one panel per objective: the measured percentile with
+    its confidence interval, marked by verdict, and the objective's limit as a line."""
+    from .plots import message_figure, plt  # matplotlib: only when a figure is drawn
+
+    rows = [row for search in searches for row in search_points(search)]
+    if not rows:
+        return message_figure("Latency goals", "no probe measured yet")
+    figures = list(dict.fromkeys(row["figure"] for row in rows))
+    fig, axes = plt.subplots(1, len(figures), figsize=(6.5 * len(figures), 4.2), squeeze=False)
+    for ax, name in zip(axes[0], figures, strict=True):
+        panel = [row for row in rows if row["figure"] == name]
+        for index, series in enumerate(dict.fromkeys(row["series"] for row in panel)):
+            points = sorted((r for r in panel if r["series"] == series), key=lambda r: r["load"])
+            color = f"C{index}"
+            ax.plot(
+                [r["load"] for r in points],
+                [r["value"] for r in points],
+                color=color,
+                alpha=0.6,
+                label=series,
+            )
+            for r in points:
+                marker, edge = VERDICT_MARKERS[r["verdict"]]
+                if r["lo"] is not None or r["hi"] is not None:
+                    lo = r["lo"] if r["lo"] is not None else r["value"]
+                    hi = r["hi"] if r["hi"] is not None else r["value"]
+                    ax.vlines(r["load"], lo, hi, color=color, alpha=0.4)
+                ax.scatter([r["load"]], [r["value"]], marker=marker, color=edge, zorder=3, s=40)
+        for limit in sorted({r["limit"] for r in panel}):
+            ax.axhline(limit, color="black", linestyle="--", linewidth=1)
+            ax.annotate(
+                f"limit {limit:g} ms",
+                (0.01, limit),
+                xycoords=("axes fraction", "data"),
+                va="bottom",
+                fontsize=8,
+            )
+        ax.set_xscale("log", base=2)
+        loads = sorted({r["load"] for r in panel})
+        ax.set_xticks(loads, [f"{load:g}" for load in loads])
+        ax.minorticks_off()
+        ax.set_xlabel(searches[0].spec.over.replace("_", " "))
+        ax.set_ylabel(f"{name} (ms)")
+        ax.set_title(f"{name}: o pass, x fail, ■ unresolved")
+        ax.legend(fontsize=7)
+    return fig

@@ -60,6 +60,18 @@ class Slo:
         return ", ".join(parts)
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Slo:
+        """A goal as `to_dict` wrote it (the project's own goal file; checked when the config was
+        read, so not again)."""
+        objectives = tuple(
+            Objective(figure, float(data[figure]["percentile"]), float(data[figure]["max"]))
+            for figure in FIGURES
+            if figure in data
+        )
+        attainment = data.get(ATTAINMENT)
+        return cls(objectives, None if attainment is None else float(attainment))
+
+    @classmethod
     def from_config(cls, mapping: Any, where: str) -> Slo:
         """The goal a config's `slo` mapping states; `where` is its key path
         (`workloads.w.slo`). Raises ConfigError naming the first key that cannot be run."""

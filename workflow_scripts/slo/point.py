@@ -22,6 +22,7 @@ from typing import Any
 
 from ..loadgen.metrics import tpot_s
 from ..loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
+from ..vocabulary import Status
 from .bounds import CONFIDENCE, PercentileBound, clopper_pearson, percentile_bound
 from .objectives import Objective, Slo
 from .verdict import Verdict, attainment_verdict, combined, percentile_verdict
@@ -169,3 +170,14 @@ def wall_s(metrics: Mapping[str, Any]) -> float | None:
     parts = [metrics.get("ready_s"), metrics.get("duration_s")]
     known = [p for p in parts if isinstance(p, int | float)]
     return float(sum(known)) if known else None
+
+
+def judge(
+    slo: Slo, metrics: Mapping[str, Any], records: Iterable[RequestRecord | Mapping[str, Any]]
+) -> PointResult | None:
+    """A cell judged against a goal: its point result when it ran (status done), None when it
+    did not (a cell that did not run decides nothing). What `slo.json` and the tables' `slo`
+    entry both hold."""
+    if metrics.get("status") != Status.DONE:
+        return None
+    return evaluate_point(slo, records, metrics)

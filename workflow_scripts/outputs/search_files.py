@@ -1,9 +1,11 @@
-"""A latency-goal search on disk: the goal files a changed SLO reaches the DAG through, each
-cell's judgement (`slo.json` beside its metrics.json), the walk a rule's input function runs
-over the probes' verdicts, and each series' search read back for the tables and the figure.
+"""A latency-goal search on disk, in one module that imports no pandas (the Snakefile's parse
+imports it): the goal files a changed SLO reaches the DAG through, each cell's judgement
+(`slo.json` beside its metrics.json), the walk a rule's input function runs over the probes'
+verdicts, and each series' search read back as its outcome for the tables and the figure
+(`outputs.slo_tables`).
 
 Why files for the goal: Snakemake does not rerun a rule on a changed `params:` alone (measured,
-DESIGN.md), but it does on an input newer than the output. So each goal is written at parse
+docs/slo.md), but it does on an input newer than the output. So each goal is written at parse
 time to a small file, only when its text changes; every judgement and the tables take it as an
 input, and no cell does (a changed goal reruns no measurement).
 """
@@ -14,19 +16,18 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import canonical_json, write_json, write_text
-from ..config.probes import SearchSeries, probe_key
-from ..config.search import Plan, ProbeKey, SearchSpec, next_probe
-from ..loadgen.records import RequestRecord
+from ..atomic import canonical_json, write_json, write_text_if_changed
+from ..config.probes import Search, probe_key
 from ..slo.objectives import Slo
-from ..slo.point import PointResult, evaluate_point
+from ..slo.point import PointResult, evaluate_point, judge
+from ..slo.search import Plan, ProbeKey, SearchSpec, next_probe
 from ..slo.verdict import Verdict
 from ..vocabulary import Status
 from .record_index import load_cell
-from .slo_tables import SeriesSearch
 
 
 def goal_path(goals_dir: str | Path, workload: str) -> Path:
@@ -37,17 +38,14 @@ def search_path(goals_dir: str | Path, series: str) -> Path:
     return Path(goals_dir) / "search" / f"{series}.json"
 
 
-def write_if_changed(path: Path, data: Any) -> bool:
-    """Write `data` as canonical JSON unless the file already holds exactly that: an unchanged
-    goal keeps its mtime, so it reruns nothing."""
-    text = canonical_json(data) + "\n"
-    try:
-        if path.read_text() == text:
-            return False
-    except OSError:
-        pass
-    write_text(path, text)
-    return True
+def read_goal(path: str | Path) -> Slo:
+    """A goal file, as `write_goal_files` wrote it."""
+    return Slo.from_dict(json.loads(Path(path).read_text()))
+
+
+def read_goals(paths: Iterable[str | Path]) -> dict[str, Slo]:
+    """Goal files (`results/goals/<workload>.json`) -> workload name -> goal."""
+    return {Path(p).stem: read_goal(p) for p in paths}
 
 
 def goals_of(config: Mapping[str, Any]) -> dict[str, Slo]:
@@ -59,7 +57,7 @@ def goals_of(config: Mapping[str, Any]) -> dict[str, Slo]:
     }
 
 
-def search_record(search: SearchSeries) -> dict[str, Any]:
+def search_record(search: Search) -> dict[str, Any]:
     """What a series' search file holds: who the series is, its goal and its search."""
     cell = search.template
     return {
@@ -75,40 +73,37 @@ def search_record(search: SearchSeries) -> dict[str, Any]:
 
 
 def write_goal_files(
-    goals_dir: str | Path, goals: Mapping[str, Slo], searches: Iterable[SearchSeries]
+    goals_dir: str | Path, goals: Mapping[str, Slo], searches: Iterable[Search]
 ) -> None:
     """Each workload's goal (`<dir>/<w>.json`: what a cell's judgement reads) and each series'
     search (`<dir>/search/<series>.json`: what the tables read), each rewritten only when it
     changes."""
     for workload, slo in goals.items():
-        write_if_changed(goal_path(goals_dir, workload), slo.to_dict())
+        write_text_if_changed(goal_path(goals_dir, workload), canonical_json(slo.to_dict()) + "\n")
     for search in searches:
-        write_if_changed(search_path(goals_dir, search.series), search_record(search))
+        write_text_if_changed(
+            search_path(goals_dir, search.series), canonical_json(search_record(search)) + "\n"
+        )
 
 
-def judge(slo: Slo, metrics: Mapping[str, Any], records: list[RequestRecord]) -> dict[str, Any]:
+def slo_record(slo: Slo, metrics: Mapping[str, Any], records: list[Any]) -> dict[str, Any]:
     """A cell's `slo.json`: the goal it was judged under and, for a cell that ran, its point
     result (`verdict` at the top, None for a cell that did not run: it decides nothing)."""
-    out: dict[str, Any] = {
+    result = judge(slo, metrics, records)
+    return {
         "cell": metrics.get("cell"),
         "status": metrics.get("status"),
         "slo": slo.to_dict(),
-        "verdict": None,
-        "result": None,
+        "verdict": None if result is None else str(result.verdict),
+        "result": None if result is None else result.to_dict(),
     }
-    if metrics.get("status") == Status.DONE:
-        result = evaluate_point(slo, records, metrics)
-        out["verdict"] = str(result.verdict)
-        out["result"] = result.to_dict()
-    return out
 
 
 def judge_files(goal: str | Path, metrics: str | Path, requests: str | Path, out: str | Path):
     """A cell's judgement from its files, read by the tables' reader: a result its own requests
     contradict is judged as the failed cell it is (no verdict, the reason kept)."""
-    slo = Slo.from_config(json.loads(Path(goal).read_text()), "goal")
     cell_metrics, records = load_cell(metrics, requests)
-    data = judge(slo, cell_metrics, records)
+    data = slo_record(read_goal(goal), cell_metrics, records)
     if cell_metrics.get("status") != Status.DONE:
         data["reason"] = cell_metrics.get("reason")
     write_json(out, data)
@@ -205,7 +200,52 @@ def walk(spec: SearchSpec, verdict_of: Callable[[ProbeKey], Verdict | None]) -> 
         verdicts[plan.key] = verdict
 
 
-def probe_cells(cells_dir: str | Path, searches: Iterable[SearchSeries]) -> list[str]:
+def probe_verdict(
+    search: Search,
+    key: ProbeKey,
+    results_dir: str | Path,
+    goals_dir: str | Path,
+    checkpoint_verdict: Callable[[str], Verdict | None],
+    dry_run: bool = False,
+) -> Verdict | None:
+    """The verdict of one probe of `search`: read from its settled judgement, else asked of
+    `checkpoint_verdict(cell_id)` (in a Snakefile: the probe's checkpoint, None while it is not
+    judged: the walk stops there, the probe is an input, and Snakemake walks again once its
+    checkpoint is done) ; None too when its cell failed. A cut-short metrics.json or slo.json is
+    removed with a line first (a dry run names it and leaves it), so the probe is redone."""
+    cell = search.probe_id(key)
+    folder = Path(results_dir) / "cells" / cell
+    heal_probe(folder, remove=not dry_run)
+    settled = settled_verdict(
+        folder / "slo.json",
+        folder / "metrics.json",
+        goal_path(goals_dir, search.workload),
+        search.slo,
+    )
+    return settled if settled is not None else checkpoint_verdict(cell)
+
+
+def walked_probes(
+    search: Search,
+    results_dir: str | Path,
+    goals_dir: str | Path,
+    checkpoint_verdict: Callable[[str], Verdict | None],
+    dry_run: bool = False,
+) -> list[str]:
+    """The probe ids a series' search walks so far, in order (each verdict by `probe_verdict`):
+    what the tables rule takes as its inputs."""
+    return [
+        search.probe_id(key)
+        for key in walk(
+            search.spec,
+            lambda key: probe_verdict(
+                search, key, results_dir, goals_dir, checkpoint_verdict, dry_run
+            ),
+        )
+    ]
+
+
+def probe_cells(cells_dir: str | Path, searches: Iterable[Search]) -> list[str]:
     """The probes of `searches` that have a folder in `cells_dir` (run now or before), series by
     series, in load order: what the end-of-run lines show beside the matrix's cells."""
     out = []
@@ -232,12 +272,37 @@ def measured_probes(search: Mapping[str, Any], spec: SearchSpec, cells_dir: str 
     return out
 
 
-def series_search(search: Mapping[str, Any], cells_dir: str | Path) -> SeriesSearch:
+@dataclass(frozen=True)
+class SearchOutcome:
+    """One series' search as the summary sees it (the search to run: `config.probes.Search`):
+    who it is (`workload` is the configured workload's name, what a drafter series and its base
+    share), its goal and search, the plan the verdicts so far give, each measured probe's result,
+    and why each failed probe failed (its cell failed, or its result is invalid)."""
+
+    series: str
+    model: str
+    engine: str
+    quant: str
+    drafter: str
+    workload: str
+    slo: Slo
+    spec: SearchSpec
+    plan: Plan
+    results: Mapping[ProbeKey, PointResult]
+    failed: Mapping[ProbeKey, str] = field(default_factory=dict)
+
+    def at(self, load: Any) -> PointResult | None:
+        """The result the walk last measured at `load` (its last extension)."""
+        steps = [s for s in self.plan.steps if s.load == load]
+        return self.results.get(steps[-1].key) if steps else None
+
+
+def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOutcome:
     """A series' search as the tables see it: every measured probe re-judged under the current
     goal, and the plan those verdicts give (a failed probe gives no verdict: the plan asks for
     it again)."""
-    slo = Slo.from_config(search["slo"], "slo")
-    spec = SearchSpec.from_config(search["search"], "search")
+    slo = Slo.from_dict(search["slo"])
+    spec = SearchSpec.from_dict(search["search"])
     results: dict[ProbeKey, PointResult] = {}
     failed: dict[ProbeKey, str] = {}
     for key, (metrics, records) in measured_probes(search, spec, cells_dir).items():
@@ -246,7 +311,7 @@ def series_search(search: Mapping[str, Any], cells_dir: str | Path) -> SeriesSea
         else:
             failed[key] = metrics.get("reason") or str(metrics.get("status"))
     plan: Plan = next_probe(spec, {key: r.verdict for key, r in results.items()})
-    return SeriesSearch(
+    return SearchOutcome(
         series=search["series"],
         model=search["model"],
         engine=search["engine"],
@@ -261,108 +326,5 @@ def series_search(search: Mapping[str, Any], cells_dir: str | Path) -> SeriesSea
     )
 
 
-def read_searches(search_files: Iterable[str | Path], cells_dir: str | Path) -> list[SeriesSearch]:
-    return [series_search(json.loads(Path(p).read_text()), cells_dir) for p in search_files]
-
-
-def search_points(search: SeriesSearch) -> list[dict[str, Any]]:
-    """One row per measured probe (the walk's last extension at each load, and any probe off the
-    walk): what the figure draws."""
-    walked = {step.key for step in search.plan.steps}
-    last: dict[Any, ProbeKey] = {}
-    for key in sorted(search.results, key=lambda k: (k[0], k[1])):
-        last[key[0]] = key
-    rows = []
-    for load, key in sorted(last.items()):
-        result = search.results[key]
-        for objective in result.objectives:
-            rows.append(
-                {
-                    "series": search.series,
-                    "load": load,
-                    "figure": objective.objective.label,
-                    "limit": objective.objective.max_ms,
-                    "value": objective.bound.value,
-                    "lo": objective.bound.lo,
-                    "hi": objective.bound.hi,
-                    "verdict": str(result.verdict),
-                    "walked": key in walked,
-                }
-            )
-    return rows
-
-
-VERDICT_MARKERS = {
-    "pass": ("o", "#2a9d3f"),
-    "fail": ("x", "#c0392b"),
-    "unresolved": ("s", "#999999"),
-}
-
-
-def search_figure(searches: list[SeriesSearch]):
-    """Each series' probes against load, one panel per objective: the measured percentile with
-    its confidence interval, marked by verdict, and the objective's limit as a line."""
-    from .plots import message_figure, plt
-
-    rows = [row for search in searches for row in search_points(search)]
-    if not rows:
-        return message_figure("Latency goals", "no probe measured yet")
-    figures = list(dict.fromkeys(row["figure"] for row in rows))
-    fig, axes = plt.subplots(1, len(figures), figsize=(6.5 * len(figures), 4.2), squeeze=False)
-    for ax, name in zip(axes[0], figures, strict=True):
-        panel = [row for row in rows if row["figure"] == name]
-        for index, series in enumerate(dict.fromkeys(row["series"] for row in panel)):
-            points = sorted((r for r in panel if r["series"] == series), key=lambda r: r["load"])
-            color = f"C{index}"
-            ax.plot(
-                [r["load"] for r in points],
-                [r["value"] for r in points],
-                color=color,
-                alpha=0.6,
-                label=series,
-            )
-            for r in points:
-                marker, edge = VERDICT_MARKERS[r["verdict"]]
-                if r["lo"] is not None or r["hi"] is not None:
-                    lo = r["lo"] if r["lo"] is not None else r["value"]
-                    hi = r["hi"] if r["hi"] is not None else r["value"]
-                    ax.vlines(r["load"], lo, hi, color=color, alpha=0.4)
-                ax.scatter([r["load"]], [r["value"]], marker=marker, color=edge, zorder=3, s=40)
-        for limit in sorted({r["limit"] for r in panel}):
-            ax.axhline(limit, color="black", linestyle="--", linewidth=1)
-            ax.annotate(
-                f"limit {limit:g} ms",
-                (0.01, limit),
-                xycoords=("axes fraction", "data"),
-                va="bottom",
-                fontsize=8,
-            )
-        ax.set_xscale("log", base=2)
-        loads = sorted({r["load"] for r in panel})
-        ax.set_xticks(loads, [f"{load:g}" for load in loads])
-        ax.minorticks_off()
-        ax.set_xlabel(searches[0].spec.over.replace("_", " "))
-        ax.set_ylabel(f"{name} (ms)")
-        ax.set_title(f"{name}: o pass, x fail, ■ unresolved")
-        ax.legend(fontsize=7)
-    return fig
-
-
-def slo_tables_from_snakemake(sm) -> None:
-    """slo.csv/md, slo_drafter.csv/md, their HTML page and the figure, from the series' search
-    files (the probes are read from the cells folder beside them)."""
-    from .plots import save_figure
-    from .report_html import write_tables_html
-    from .slo_tables import DRAFTER_GOAL_INTRO, write_slo_tables
-
-    searches = read_searches(sm.input.searches, sm.params.cells_dir)
-    slo, drafter = write_slo_tables(searches, sm.output)
-    write_tables_html(
-        sm.output.slo_html,
-        "Latency goals",
-        [
-            ("Largest load served within the goal", slo, ""),
-            ("The drafter at the goal", drafter, DRAFTER_GOAL_INTRO),
-        ],
-    )
-    save_figure(search_figure(searches), sm.output.figure)
+def read_searches(search_files: Iterable[str | Path], cells_dir: str | Path) -> list[SearchOutcome]:
+    return [search_outcome(json.loads(Path(p).read_text()), cells_dir) for p in search_files]

@@ -1,4 +1,5 @@
-"""The latency-goal search (workflow_scripts.config.search): its config refusals, and the planner
+"""The latency-goal search (workflow_scripts.slo.search; read from the config by
+workflow_scripts.config.search): its config refusals, and the planner
 against known verdict laws, run as the DAG will run it (ask for the next probe, measure it, ask
 again): the probes it asks for on a monotone law, min failing, max passing, an unresolved probe
 extended then resolved, the extension cap, a fail below a pass flagged, a rate to its
@@ -10,13 +11,8 @@ import itertools
 
 import pytest
 
-from workflow_scripts.config.search import (
-    Action,
-    SearchSpec,
-    Step,
-    goal_of,
-    next_probe,
-)
+from workflow_scripts.config.search import goal_of, load_label, probe_part, search_spec
+from workflow_scripts.slo.search import Action, Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
@@ -25,7 +21,7 @@ WHERE = "workloads.w.search"
 
 
 def concurrency(lo=1, hi=64, **extra):
-    return SearchSpec.from_config({"over": "concurrency", "min": lo, "max": hi, **extra}, WHERE)
+    return search_spec({"over": "concurrency", "min": lo, "max": hi, **extra}, WHERE)
 
 
 def threshold(limit):
@@ -144,19 +140,17 @@ def test_a_fail_below_a_pass_is_flagged():
 
 
 def test_a_rate_is_bisected_to_its_tolerance():
-    spec = SearchSpec.from_config(
-        {"over": "request_rate", "min": 0.5, "max": 16, "tolerance": 0.05}, WHERE
-    )
+    spec = search_spec({"over": "request_rate", "min": 0.5, "max": 16, "tolerance": 0.05}, WHERE)
     plan, asked, _ = search(spec, threshold(3.3))
     assert loads(asked)[:4] == [0.5, 1.0, 2.0, 4.0]
     lo, hi = plan.largest_passing, plan.smallest_failing
     assert lo <= 3.3 < hi and hi - lo <= 0.05 * hi
     assert all(0.5 <= load <= 16 and isinstance(load, float) for load in loads(asked))
-    tight = SearchSpec.from_config({**spec.to_dict(), "tolerance": 0.001}, WHERE)
+    tight = search_spec({**spec.to_dict(), "tolerance": 0.001}, WHERE)
     tight_plan, tight_asked, _ = search(tight, threshold(3.3))
     assert len(tight_asked) > len(asked)
     assert tight_plan.smallest_failing - tight_plan.largest_passing <= 0.001 * 3.31
-    assert spec.label(2.5) == "r2.5" and spec.probe_part("w", (2.5, 1)) == "w-r2.5-x1"
+    assert load_label(spec, 2.5) == "r2.5" and probe_part(spec, "w", (2.5, 1)) == "w-r2.5-x1"
 
 
 def test_the_same_verdicts_give_the_same_plan_and_unwalked_keys_are_ignored():
@@ -205,7 +199,7 @@ def test_a_changed_goal_reuses_extensions_too():
 def test_extension_prompts_and_probe_names():
     spec = concurrency(extension_factor=1.5)
     assert [spec.prompts_for(64, k) for k in range(3)] == [64, 96, 144]
-    assert spec.probe_part("w", (8, 0)) == "w-c8" and spec.probe_part("w", (8, 2)) == "w-c8-x2"
+    assert probe_part(spec, "w", (8, 0)) == "w-c8" and probe_part(spec, "w", (8, 2)) == "w-c8-x2"
     assert spec.to_dict()["max_extensions"] == 2
 
 
@@ -260,11 +254,11 @@ CONC = {"over": "concurrency", "min": 1, "max": 64}
 )
 def test_a_search_that_cannot_be_run_is_refused_naming_its_key(entry, workload, key):
     with pytest.raises(ConfigError, match=rf"config key 'workloads\.w\.{key.replace('.', '[.]')}'"):
-        SearchSpec.from_config(entry, WHERE, workload)
+        search_spec(entry, WHERE, workload)
 
 
 def test_what_may_sit_beside_a_search():
     """A fixed rate beside a concurrency search, and a fixed concurrency (the schema fills one
     in) beside either, are loads a probe keeps."""
-    SearchSpec.from_config(CONC, WHERE, {"concurrency": 4, "request_rate": 2.0})
-    SearchSpec.from_config(RATE, WHERE, {"concurrency": 4, "request_rate": None})
+    search_spec(CONC, WHERE, {"concurrency": 4, "request_rate": 2.0})
+    search_spec(RATE, WHERE, {"concurrency": 4, "request_rate": None})

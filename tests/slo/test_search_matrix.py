@@ -14,7 +14,7 @@ import pytest
 from tests.support.pipeline import tiny_config, tiny_workload
 from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
 from workflow_scripts.config.probes import probe_of
-from workflow_scripts.outputs.slo_search import walk
+from workflow_scripts.outputs.search_files import walk
 from workflow_scripts.slo.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
@@ -139,7 +139,7 @@ def test_the_walk_asks_the_law_probe_by_probe_and_stops_at_a_missing_one():
 def test_a_load_left_unresolved_is_not_the_search_reaching_its_max():
     """Measured here (the default search, ngram series): c1 passed, c2 stayed unresolved after
     its extension; the table said `c1 (the search's max) passes` until at_max looked at it."""
-    from workflow_scripts.config.search import next_probe
+    from workflow_scripts.slo.search import next_probe
 
     spec = build_searches(validate_config(config()))[SERIES].spec
     unresolved = Verdict.UNRESOLVED
@@ -224,7 +224,7 @@ def test_extension_caps_are_refused_past_them(key, value):
 
 def test_the_extension_caps_are_accepted_and_the_schema_states_the_same():
     from workflow_scripts.config.matrix import load_schema
-    from workflow_scripts.config.search import EXTENSION_FACTOR_CAP, MAX_EXTENSIONS_CAP
+    from workflow_scripts.slo.search import EXTENSION_FACTOR_CAP, MAX_EXTENSIONS_CAP
 
     search = {
         "over": "concurrency",

@@ -11,11 +11,11 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from workflow_scripts.config.search import SearchSpec, Step, next_probe
+from workflow_scripts.config.search import search_spec
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
+from workflow_scripts.outputs.search_files import SearchOutcome
 from workflow_scripts.outputs.slo_tables import (
-    SeriesSearch,
     drafter_goal_rows,
     probe_text,
     slo_row,
@@ -23,10 +23,11 @@ from workflow_scripts.outputs.slo_tables import (
 )
 from workflow_scripts.slo.objectives import Slo
 from workflow_scripts.slo.point import evaluate_point
+from workflow_scripts.slo.search import Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
 
 GOAL = Slo.from_config({"tpot_ms": {"percentile": 90, "max": 52}}, "workloads.w.slo")
-SPEC = SearchSpec.from_config({"over": "concurrency", "min": 1, "max": 64}, "workloads.w.search")
+SPEC = search_spec({"over": "concurrency", "min": 1, "max": 64}, "workloads.w.search")
 PROMPTS = 64
 TOKENS = 11
 STAMPS = {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:30Z"}
@@ -62,7 +63,7 @@ def searched(a, b, drafter="none", slo=GOAL, spec=SPEC, law=None):
         records, metrics = probe(tpot, spec.prompts_for(PROMPTS, extension))
         results[plan.key] = evaluate_point(slo, records, metrics)
         verdicts[plan.key] = results[plan.key].verdict
-    return SeriesSearch(
+    return SearchOutcome(
         series=f"m__llamacpp__q4__{drafter}__w",
         model="m",
         engine="llamacpp",
