@@ -213,10 +213,11 @@ rule summary_plots:
     params:
         cells=all_cells_settings,
     script:
-        "../workflow_scripts/entry/summary_figures.py"
+        "../workflow_scripts/entry/summary_plots.py"
 
 
-# Asked for by summary_figures() only when the matrix sweeps concurrency.
+# Asked for by summary_figures() only when cells that are no sweep's points run at two or more
+# concurrencies (a sweep's points are drawn by rule sweeps).
 rule concurrency_figure:
     input:
         records=CELL_RECORDS,
@@ -237,7 +238,7 @@ rule concurrency_figure:
     params:
         cells=all_cells_settings,
     script:
-        "../workflow_scripts/entry/summary_figures.py"
+        "../workflow_scripts/entry/concurrency_figure.py"
 
 
 # Asked for by summary_figures() only when some cell carries published reference figures.
@@ -261,7 +262,7 @@ rule reference_figure:
     params:
         cells=all_cells_settings,
     script:
-        "../workflow_scripts/entry/summary_figures.py"
+        "../workflow_scripts/entry/reference_figure.py"
 
 
 # The report's front page (workflow_scripts/outputs/front_page.py): the index, the sweeps' and
@@ -301,4 +302,4 @@ rule html_report:
     params:
         snakefile=workflow.main_snakefile,
     script:
-        "../workflow_scripts/entry/report.py"
+        "../workflow_scripts/entry/html_report.py"

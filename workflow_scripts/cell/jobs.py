@@ -1,10 +1,10 @@
-"""The bodies of the cell rule and the series' server rule: settings from params, manifests from
-inputs, then cell.run (a cell, or a point on its own server) or cell.shared (a point on its
-series' server, and that server's service job)."""
+"""The work of the cell rule and the series' server rule, from plain values: a cell's settings,
+the paths of its stamps, then cell.run (a cell, or a point on its own server) or cell.shared (a
+point on its series' server, and that server's service job). The rules' scripts
+(`entry/cell.py`, `entry/series_server.py`) unpack what Snakemake hands them and call these."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -15,32 +15,65 @@ from .record import write_blocked
 from .run import CellInputs, run_cell
 from .shared import SharedServer, serve_series
 
+DEFAULT_THRESHOLDS = Thresholds()
 
-def _inputs(sm, cell: Cell, out: Path, series_record: Path | None = None) -> CellInputs:
-    drafter = sm.input.get("drafter_weights")
+
+def read_manifest(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def cell_inputs(
+    cell: Cell,
+    out_dir: Path,
+    engine: str | Path,
+    weights: str | Path,
+    drafter_weights: str | Path | None,
+    failures_dir: str | Path,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    series_record: Path | None = None,
+) -> CellInputs:
+    """What a cell's run takes, its engine's and weights' stamps read."""
     return CellInputs(
         cell=cell,
-        out_dir=out,
-        engine_info=json.loads(Path(sm.input.engine).read_text()),
-        weights_manifest=json.loads(Path(sm.input.weights).read_text()),
-        drafter_manifest=json.loads(Path(drafter).read_text()) if drafter else None,
-        failures_dir=Path(sm.params.failures_dir),
-        # read from the config, not params: a threshold only decides a flag, and editing one
-        # must not rerun a measurement
-        thresholds=Thresholds.from_config(sm.config.get("checks")),
+        out_dir=out_dir,
+        engine_info=read_manifest(engine),
+        weights_manifest=read_manifest(weights),
+        drafter_manifest=read_manifest(drafter_weights) if drafter_weights else None,
+        failures_dir=Path(failures_dir),
+        thresholds=thresholds,
         series_record=series_record,
     )
 
 
-def run_cell_from_snakemake(sm) -> None:
-    """The cell rule's body."""
-    cell = Cell.from_dict(json.loads(sm.params.cell))
-    out = Path(sm.output.metrics).parent
+def run_cell_job(
+    cell: Cell,
+    out_dir: Path,
+    failures_dir: str | Path,
+    checks: dict | None,
+    engine: str | Path | None = None,
+    weights: str | Path | None = None,
+    drafter_weights: str | Path | None = None,
+    server: str | Path | None = None,
+) -> None:
+    """The cell rule's work: a blocked cell's stub (it has no stamps), else its run, on its
+    series' server when `server` names that server's record; one line says how it went.
+    `checks` is the config's (not a param: a threshold only decides a flag, and editing one
+    must not rerun a measurement)."""
     if cell.blocked:
-        write_blocked(cell, out)
+        write_blocked(cell, out_dir)
         return
-    server = sm.input.get("server")
-    inputs = _inputs(sm, cell, out, Path(server) if server else None)
+    if engine is None or weights is None:
+        raise ValueError(f"{cell.id}: the cell is not blocked, yet has no engine or weights stamp")
+    inputs = cell_inputs(
+        cell,
+        out_dir,
+        engine,
+        weights,
+        drafter_weights,
+        failures_dir,
+        Thresholds.from_config(checks),
+        Path(server) if server else None,
+    )
     result = run_cell(inputs, SharedServer if server else None)
     if result["status"] == Status.DONE:
         say(f"{cell.id}: done, {result['decode_tok_s']:.1f} decode tok/s")
@@ -49,28 +82,16 @@ def run_cell_from_snakemake(sm) -> None:
         say(f"{cell.id}: failed: {reason}")
 
 
-def serve_series_from_argv(argv: list[str]) -> None:
-    """The series' server rule's body (entry/series_server.py says why it takes a command
-    line): a service that runs until Snakemake ends it."""
-    parser = argparse.ArgumentParser(prog="series_server")
-    parser.add_argument("--cell-file", required=True, help="the launch point's cell (JSON)")
-    parser.add_argument("--server", required=True, help="the record (the service output)")
-    parser.add_argument("--engine", required=True)
-    parser.add_argument("--weights", required=True)
-    parser.add_argument("--drafter-weights")
-    parser.add_argument("--failures-dir", required=True)
-    args = parser.parse_args(argv)
-    record = Path(args.server)
+def serve_series_job(
+    cell: Cell,
+    record: Path,
+    engine: str | Path,
+    weights: str | Path,
+    drafter_weights: str | Path | None,
+    failures_dir: str | Path,
+) -> None:
+    """The series' server rule's work: start the server of `cell` (the series' launch point),
+    write its record once it answers, and serve until Snakemake ends the service job."""
     out = record.parent / record.stem  # the series' own folder: context sizing, leftovers
     out.mkdir(parents=True, exist_ok=True)
-    inputs = CellInputs(
-        cell=Cell.from_dict(json.loads(Path(args.cell_file).read_text())),
-        out_dir=out,
-        engine_info=json.loads(Path(args.engine).read_text()),
-        weights_manifest=json.loads(Path(args.weights).read_text()),
-        drafter_manifest=(
-            json.loads(Path(args.drafter_weights).read_text()) if args.drafter_weights else None
-        ),
-        failures_dir=Path(args.failures_dir),
-    )
-    serve_series(inputs, record)
+    serve_series(cell_inputs(cell, out, engine, weights, drafter_weights, failures_dir), record)

@@ -1,5 +1,7 @@
-"""Thin Snakemake `script:` entry points: each reads the `snakemake` object and calls one
-function of workflow_scripts, with stderr going to the rule's log."""
+"""The rules' bodies: `entry/<rule>.py` is the `script:` of rule `<rule>` (`series_server.py`
+the module its `shell:` line runs). Each reads the `snakemake` object (inputs, outputs, params,
+log) and calls pure functions of workflow_scripts with plain values, with stderr going to the
+rule's log (`stderr_to_log`); nothing below `entry/` sees the Snakemake object."""
 
 from __future__ import annotations
 

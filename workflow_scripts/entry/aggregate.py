@@ -1,6 +1,13 @@
+"""Rule `aggregate`: the summary, index and spec-gain tables."""
+
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.outputs.aggregate import aggregate_from_snakemake
+from workflow_scripts.outputs.aggregate import cells_from_params, write_summary
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):
-    aggregate_from_snakemake(sm)
+    write_summary(
+        sm.input.records,
+        cells_from_params(sm.params.cells),
+        list(sm.input.get("goals", [])),
+        dict(sm.output.items()),
+    )

@@ -1,3 +1,6 @@
+"""Rule `engine`: an engine provisioned (built, installed or pulled) and its stamp, or a
+failed stamp that says why."""
+
 import json
 import traceback
 

@@ -1,3 +1,6 @@
+"""Rule `weights`: a weights entry fetched, converted or made, and its manifest, or a failed
+stamp that says why."""
+
 import json
 import os
 import traceback

@@ -1,17 +1,20 @@
-"""The bodies of the summary rules (`aggregate`, the summary figure rules): read the rule's
-inputs, call the tables, spec gain and plots, write the rule's outputs."""
+"""The work of the summary rules (`aggregate`, and `summary_plots`, `concurrency_figure`,
+`reference_figure`): from the records index and the cells, the tables, spec gain and plots,
+written to the paths the rule names (its entry script, `entry/<rule>.py`, hands them over)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
 from .record_index import read_index
 from .repeats import collapse_repeats
 from .report_html import write_tables_html
-from .slo_cells import read_goals, with_slo
+from .search_files import read_goals
+from .slo_cells import with_slo
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_table
 from .writers import INDEX_INTRO, load_indexed, write_tables
@@ -22,20 +25,21 @@ def cells_from_params(text: str) -> list[Cell]:
     return [Cell.from_dict(cell) for cell in json.loads(text)]
 
 
-def goals_of_input(sm) -> dict:
-    """The latency goals the rule reads (`goals`: none in a matrix without one)."""
-    goals = sm.input.get("goals") or []
-    return read_goals([goals] if isinstance(goals, str) else goals)
-
-
-def aggregate_from_snakemake(sm) -> None:
-    cells = cells_from_params(sm.params.cells)
-    all_metrics, records = load_indexed(read_index(sm.input.records))
-    all_metrics = with_slo(all_metrics, cells, records, goals_of_input(sm))
-    summary, compact, spec_gain = write_tables(all_metrics, cells, sm.output, records=records)
+def write_summary(
+    records_index: str | Path,
+    cells: Sequence[Cell],
+    goal_files: Sequence[str | Path],
+    out: Mapping[str, str | Path],
+) -> None:
+    """The `aggregate` rule's outputs (paths in `out`: summary, index and spec gain as CSV,
+    Markdown and HTML) from the indexed records; `goal_files` the latency goals to judge the
+    cells by (none in a matrix without one)."""
+    all_metrics, records = load_indexed(read_index(records_index))
+    all_metrics = with_slo(all_metrics, cells, records, read_goals(goal_files))
+    summary, compact, spec_gain = write_tables(all_metrics, cells, out, records=records)
     _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
     write_tables_html(
-        sm.output.summary_html,
+        out["summary_html"],
         "Summary",
         [
             ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
@@ -43,7 +47,7 @@ def aggregate_from_snakemake(sm) -> None:
         ],
     )
     write_tables_html(
-        sm.output.spec_gain_html,
+        out["spec_gain_html"],
         "Speculative decoding",
         [
             (
@@ -67,7 +71,9 @@ def _figure_builders():
         "latency_plot": lambda d: plots.latency_boxes_figure(d["latency_samples"]()),
         "memory_plot": lambda d: plots.peak_memory_figure(d["summary"]),
         "spec_gain_plot": lambda d: plots.spec_gain_figure(d["spec_gain"]),
-        "concurrency_plot": lambda d: plots.throughput_vs_concurrency_figure(d["summary"]),
+        "concurrency_plot": lambda d: plots.throughput_vs_concurrency_figure(
+            d["summary"], d["sweep_points"]
+        ),
         "reference_plot": lambda d: plots.measured_vs_reference_figure(d["summary"]),
     }
 
@@ -83,29 +89,29 @@ def pooled_repeats(samples: Mapping[str, Mapping[str, list[float]]]) -> dict[str
     return {cell: {k: sorted(v) for k, v in values.items()} for cell, values in out.items()}
 
 
-def figures_from_snakemake(sm) -> None:
-    """Draw every summary figure the rule names among its outputs (PNG + SVG)."""
+def draw_summary_figures(
+    records_index: str | Path, cells: Sequence[Cell], out: Mapping[str, str | Path]
+) -> None:
+    """Draw each summary figure `out` names (its keys: `decode_plot`, `concurrency_plot`, ...;
+    PNG at the path, SVG beside it): a figure rule's named outputs say which it draws."""
     from .plots import save_figure
     from .plots_cell import latency_samples_ms
 
     # figures of metrics alone (against concurrency, against published figures) read no
     # request records: intervals no figure of theirs draws would cost a large matrix minutes
-    files = read_index(sm.input.records)
-    metrics, records_by_run = load_indexed(
-        files, requests=bool(FIGURES_OF_REQUESTS & set(sm.output.keys()))
-    )
-    all_metrics, cells, records = collapse_repeats(
-        metrics, cells_from_params(sm.params.cells), records_by_run
-    )
+    files = read_index(records_index)
+    metrics, records_by_run = load_indexed(files, requests=bool(FIGURES_OF_REQUESTS & set(out)))
+    all_metrics, cells, records = collapse_repeats(metrics, cells, records_by_run)
     all_metrics = merge_with_cells(all_metrics, cells)
     data = {
         "summary": summary_table(all_metrics, cells, records),
         "spec_gain": spec_gain_table(all_metrics, records),
+        "sweep_points": {cell.id for cell in cells if cell.sweep is not None},
         "latency_samples": lambda: pooled_repeats(
             {run: latency_samples_ms(runs) for run, runs in records_by_run.items()}
         ),
     }
     for key, build in _figure_builders().items():
-        path = sm.output.get(key)  # the rule's named outputs say which figures it draws
+        path = out.get(key)
         if path is not None:
             save_figure(build(data), path)

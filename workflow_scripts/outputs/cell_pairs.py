@@ -9,9 +9,9 @@ say so in their `axis`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -269,10 +269,11 @@ def write_comparisons(table: pd.DataFrame, out: Mapping[str, Any]) -> None:
     write_tables_html(out["comparisons_html"], "Comparisons", [(TITLE, view, INTRO)])
 
 
-def comparisons_from_snakemake(sm) -> None:
-    all_metrics, records = load_indexed(read_index(sm.input.records))
-    all_metrics, cells, records = collapse_repeats(
-        all_metrics, json.loads(sm.params.cells), records
-    )
-    table = comparisons_table(merge_with_cells(all_metrics, cells), records)
-    write_comparisons(table, sm.output)
+def indexed_comparisons(
+    records_index: str | Path, cells: Sequence[Mapping[str, Any]]
+) -> pd.DataFrame:
+    """The comparisons of the indexed cells (`cells`: the config's, as plain dicts), a cell's
+    repeats made one."""
+    all_metrics, records = load_indexed(read_index(records_index))
+    all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
+    return comparisons_table(merge_with_cells(all_metrics, cells), records)

@@ -13,7 +13,7 @@ import pandas as pd
 from ..atomic import write_text
 from .labels import FRONT_PAGE_ANSWERS
 from .report_html import STYLE, esc, figure_html, html_table
-from .sweep_files import CROSSOVER_INTRO, CROSSOVER_TITLE
+from .sweeps.files import CROSSOVER_INTRO, CROSSOVER_TITLE
 from .writers import INDEX_INTRO
 
 FIGURE_TITLES = {
@@ -127,10 +127,14 @@ def overview_fragment(
     return "\n".join(parts) + "\n"
 
 
-def overview_from_snakemake(sm) -> None:
-    index = pd.read_csv(sm.input.index, dtype=str, keep_default_na=False)
-    figures = [
-        (FIGURE_TITLES.get(Path(path).stem, Path(path).stem), path) for path in sm.input.figures
-    ]
-    answers = list(sm.input.get("answers") or [])
-    write_text(sm.output.overview, overview_fragment(index, figures, [INDEX_INTRO], answers))
+def write_overview(
+    path: str | Path,
+    index_csv: str | Path,
+    figures: Sequence[str | Path],
+    answers: Sequence[str] = (),
+) -> None:
+    """The `overview` rule's output: the front page of index.csv, the answers' files and the
+    summary figures (each captioned by its file's stem)."""
+    index = pd.read_csv(index_csv, dtype=str, keep_default_na=False)
+    captioned = [(FIGURE_TITLES.get(Path(p).stem, Path(p).stem), p) for p in figures]
+    write_text(path, overview_fragment(index, captioned, [INDEX_INTRO], answers))

@@ -52,6 +52,7 @@ def files_of(metrics: str | Path) -> CellFiles:
 
 
 def write_index(path: str | Path, metrics: Sequence[str | Path]) -> None:
+    """The `records` rule's output: each cell's record files, from its metrics.json."""
     write_json(path, {"cells": [asdict(files_of(m)) for m in metrics]})
 
 
@@ -62,10 +63,6 @@ def read_index(path: str | Path, only: Sequence[str] | None = None) -> list[Cell
         return entries
     wanted = set(only)
     return [entry for entry in entries if entry.cell in wanted]
-
-
-def index_from_snakemake(sm) -> None:
-    write_index(sm.output.records, sm.input.metrics)
 
 
 # How far a cell's decode tok/s may stand from Σ completion tokens / duration of its own records:

@@ -143,9 +143,3 @@ def write_report(snakefile: str, config: dict, html_path: str | Path, stylesheet
         print("$ " + shlex.join(argv), file=log, flush=True)
         subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
         os.replace(partial, target)
-
-
-def report_from_snakemake(sm) -> None:
-    write_report(
-        sm.params.snakefile, dict(sm.config), sm.output.html, sm.input.stylesheet, sys.stderr
-    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .build import build_card
 from .configuration import parameter_bucket
-from .files import card_from_snakemake, write_card
+from .files import write_card
 from .model import Card, Section
 from .provenance import client_command
 from .render import render_html, render_markdown
@@ -18,7 +18,6 @@ __all__ = [
     "Card",
     "Section",
     "build_card",
-    "card_from_snakemake",
     "client_command",
     "parameter_bucket",
     "render_html",

@@ -1,4 +1,4 @@
-"""The card rule's body: read a cell's files, draw its plots, write card.md and card.html."""
+"""The card rule's work: read a cell's files, draw its plots, write card.md and card.html."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from ...atomic import write_text
 from ...loadgen.records import read_records
 from ...vocabulary import Cell, CellData
-from ..record_index import files_of
 from ..report_html import data_uri
-from ..slo_cells import judged, read_goals
+from ..search_files import read_goals
+from ..slo_cells import judged
 from .build import build_card, status_line
 from .model import Card
 from .render import render_html, render_markdown
@@ -58,15 +58,3 @@ def write_card(
     write_text(out["card_md"], render_markdown(card))
     write_text(out["card_html"], render_html(card, lambda rel: data_uri(card_dir / rel)))
     return card
-
-
-def card_from_snakemake(sm) -> None:
-    files = files_of(sm.input.metrics)  # the rule names metrics.json, for the cell's records
-    write_card(
-        Cell.from_dict(json.loads(sm.params.cell)),
-        files.metrics,
-        files.requests,
-        files.memory,
-        sm.output,
-        goal=sm.input.get("goal"),
-    )

@@ -1,6 +1,0 @@
-from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.outputs.report_html import report_from_snakemake
-
-sm = snakemake  # noqa: F821  (injected by Snakemake)
-with stderr_to_log(sm.log[0]):
-    report_from_snakemake(sm)
