@@ -62,7 +62,7 @@ def test_the_env_holds_the_dependencies_not_the_project(conda_run):
     workdir, _, _, _ = conda_run
     (python,) = (workdir / ".snakemake" / "conda").glob("*/bin/python")
     deps = subprocess.run(
-        [python, "-c", "import pandas, matplotlib, snakemake, pygments, aiohttp"],
+        [python, "-c", "import pandas, matplotlib, snakemake, pygments, psutil"],
         capture_output=True,
         text=True,
         cwd=workdir,
