@@ -14,16 +14,14 @@ import pytest
 from workflow_scripts.process.memory import (
     MemorySample,
     MemorySampler,
-    RssSplit,
     delta_understates,
     less_client_peaks,
-    parse_status_rss,
     read_mem_available_kib,
-    sum_rss,
     summarize_memory,
     understates_note,
     write_memory_csv,
 )
+from workflow_scripts.process.rss import RssSplit, parse_status_rss, sum_rss
 
 MIB = 1024  # KiB
 

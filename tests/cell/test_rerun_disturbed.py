@@ -1,7 +1,7 @@
 """A disturbed measurement is measured again (`checks.rerun_disturbed`, workflow_scripts.cell.run):
 the loop on attempts made by hand, the key in the schema, then a whole run_cell on the STAND-IN
 law server (`fixtures/sweeps/law_server.py`: a real server process with a known law, no model)
-where a STAND-IN interference judgement (cell.run's `interference`, replaced) calls the first
+where a STAND-IN interference judgement (cell.attempts' `interference`, replaced) calls the first
 attempt disturbed: a busy process planted on this shared 2-core machine could not be kept from
 disturbing the second attempt too, and whether the real judgement sees a busy loop is
 tests/cell/test_machine_use.py's."""
@@ -15,6 +15,7 @@ import pytest
 from tests.fixtures.sweeps.law import SERVER, Law
 from tests.support.engines import left_behind
 from tests.support.pipeline import tiny_config, tiny_workload
+from workflow_scripts.cell import attempts as cell_attempts
 from workflow_scripts.cell import run as cell_run
 from workflow_scripts.config.matrix import build_cells, load_schema, validate_config
 from workflow_scripts.loadgen.client import LoadResult
@@ -32,13 +33,13 @@ def judged(other_cpu_pct: float) -> dict:
 
 def attempts(*other_cpu_pct: float, died_at: int | None = None):
     """A stand-in attempt: each call returns the next of the given benches (no load ran)."""
-    made: list[cell_run.Attempt] = []
+    made: list[cell_attempts.Attempt] = []
 
-    def attempt() -> cell_run.Attempt:
+    def attempt() -> cell_attempts.Attempt:
         n = len(made)
         load = LoadResult([], False, 0, 0.0, 1.0)
         died = "the server died" if died_at == n + 1 else None
-        made.append(cell_run.Attempt(load, died, judged(other_cpu_pct[n])))
+        made.append(cell_attempts.Attempt(load, died, judged(other_cpu_pct[n])))
         return made[-1]
 
     return attempt, made
@@ -47,7 +48,7 @@ def attempts(*other_cpu_pct: float, died_at: int | None = None):
 @pytest.mark.standin
 def test_a_disturbed_first_attempt_is_measured_again_and_the_second_kept():
     attempt, made = attempts(107.0, 3.0, 3.0)
-    kept, discarded = cell_run.measure_until_undisturbed(attempt, 2, "cell")
+    kept, discarded = cell_attempts.measure_until_undisturbed(attempt, 2, "cell")
     assert len(made) == 2 and kept is made[1] and not kept.disturbed
     assert [d["attempt"] for d in discarded] == [1]
     assert discarded[0]["interference"]["other_cpu_percent_of_core"] == pytest.approx(107.0)
@@ -57,7 +58,7 @@ def test_a_disturbed_first_attempt_is_measured_again_and_the_second_kept():
 @pytest.mark.standin
 def test_every_attempt_disturbed_ends_after_n_plus_one_and_keeps_the_last_as_disturbed():
     attempt, made = attempts(50.0, 60.0, 70.0, 80.0)
-    kept, discarded = cell_run.measure_until_undisturbed(attempt, 2, "cell")
+    kept, discarded = cell_attempts.measure_until_undisturbed(attempt, 2, "cell")
     assert len(made) == 3 and kept is made[2] and kept.disturbed
     assert [d["attempt"] for d in discarded] == [1, 2]
     metrics = {"interference": kept.interference, mu.DISTURBED_ATTEMPTS: discarded}
@@ -68,10 +69,10 @@ def test_every_attempt_disturbed_ends_after_n_plus_one_and_keeps_the_last_as_dis
 @pytest.mark.standin
 def test_no_rerun_by_default_and_none_after_a_server_death():
     attempt, made = attempts(107.0, 3.0)
-    kept, discarded = cell_run.measure_until_undisturbed(attempt, 0, "cell")
+    kept, discarded = cell_attempts.measure_until_undisturbed(attempt, 0, "cell")
     assert len(made) == 1 and kept.disturbed and discarded == []
     attempt, made = attempts(107.0, 3.0, died_at=1)
-    kept, discarded = cell_run.measure_until_undisturbed(attempt, 3, "cell")
+    kept, discarded = cell_attempts.measure_until_undisturbed(attempt, 3, "cell")
     assert len(made) == 1 and kept.died and discarded == []
 
 
@@ -107,7 +108,7 @@ def law_cell_disturbed_once(tmp_path, monkeypatch, settings: dict):
     config["engines"] = {"law": engine}
     (cell,) = build_cells(validate_config(config))
     benches: list[float] = []
-    real = cell_run.interference
+    real = cell_attempts.interference
 
     def standin(start, end, samples, thresholds):
         found = real(start, end, samples, thresholds)
@@ -115,7 +116,7 @@ def law_cell_disturbed_once(tmp_path, monkeypatch, settings: dict):
         other = 107.0 if len(benches) == 1 else 0.0
         return {**found, "other_cpu_percent_of_core": other, "flagged": other >= 25}
 
-    monkeypatch.setattr(cell_run, "interference", standin)
+    monkeypatch.setattr(cell_attempts, "interference", standin)
     weights = tmp_path / "m.gguf"
     weights.write_bytes(b"GGUF")
     inputs = cell_run.CellInputs(

@@ -1,5 +1,7 @@
-"""The run of one cell (`run`) and what it leaves behind (`record`): prompts checked against the
-server's context (`context_guard`), speculative-decoding acceptance (`specdecode`), per-cell
-failure counters that make the next run retry a failed step (`failures`) and SIGTERM forwarded
-to the running jobs (`interrupt`). The server's process, ports and memory sampling are the
-process layer below (`process/`)."""
+"""The run of one cell (`run`, its rule's work from plain values in `jobs`) and what it leaves
+behind (`record`): one measured attempt and measuring again while disturbed (`attempts`), prompts
+checked against the server's context (`context_guard`), speculative-decoding acceptance
+(`specdecode`), per-cell failure counters that make the next run retry a failed step
+(`failures`), a sweep's series sharing one server (`series`, `shared`), one run at a time in a
+results directory (`results_dir`) and SIGTERM forwarded to the running jobs (`interrupt`). The
+server's process, ports and memory sampling are the process layer below (`process/`)."""

@@ -10,16 +10,13 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-import requests
-
 from ..engines import adapter_for
-from ..engines.base import EngineAdapter, SpecCounters
+from ..engines.base import EngineAdapter
 from ..engines.command import (
     ServerCommand,
     cell_server_command,
@@ -29,22 +26,17 @@ from ..engines.command import (
     request_fields,
 )
 from ..engines.provision import native_build_mismatch
-from ..loadgen.client import LoadResult, LoadSpec, RunOptions, run_load
+from ..loadgen.client import LoadSpec
 from ..loadgen.command import client_argv
 from ..loadgen.datasets import Dataset, Prompt, load_dataset
 from ..loadgen.metrics import compute_metrics
-from ..process.auth import auth_headers, client_api_key, engine_api_key, server_api_key
+from ..process.auth import client_api_key, engine_api_key, server_api_key
 from ..process.leftovers import end_leftovers
 from ..process.machine_use import (
     DISTURBED_ATTEMPTS,
     RERUN_SKIPPED,
     Thresholds,
-    UseSnapshot,
     client_use,
-    disturbed,
-    interference,
-    interference_note,
-    take_snapshot,
 )
 from ..process.memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
 from ..process.serve import ServerLaunch
@@ -52,6 +44,14 @@ from ..process.server import ServerError, ServerProcess, sigterm_raises
 from ..redact import redact
 from ..terminal import say
 from ..vocabulary import Cell, CellMetrics, Status, identity
+from .attempts import (
+    NO_FAIR_RERUN,
+    Attempt,
+    BenchWindow,
+    measure_once,
+    measure_until_undisturbed,
+    reruns_allowed,
+)
 from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
 from .failures import bump_failures
 from .record import host_info, weights_provenance, write_outputs
@@ -91,18 +91,6 @@ def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSp
         api_key=client_api_key(cell),
         extra_body=request_fields(cell),
     )
-
-
-def _scrape(base_url: str, paths: list[str]) -> str | None:
-    """The first of `paths` (a path, then its deprecated alias) the server answers."""
-    for path in paths:
-        try:
-            resp = requests.get(base_url + path, timeout=10, headers=auth_headers())
-        except requests.RequestException:
-            continue
-        if resp.status_code == 200:
-            return resp.text
-    return None
 
 
 def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMetrics:
@@ -146,7 +134,11 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
                     window = ready.window
                     reruns = reruns_allowed(plan.cell, adapter, inputs.thresholds.rerun_disturbed)
                     kept, discarded = measure_until_undisturbed(
-                        partial(measure_once, plan.cell, spec, prompts, window, server, inputs),
+                        partial(
+                            measure_once,
+                            *(plan.cell, spec, prompts, window),
+                            *(server.died, inputs.thresholds),
+                        ),
                         reruns,
                         plan.cell.id,
                     )
@@ -336,38 +328,6 @@ def start_sampling(sampler: MemorySampler, cell: Cell) -> None:
     sampler.start()
 
 
-class BenchWindow:
-    """What is read at the edges of the measured run: the engine's speculative-decoding counters
-    before and after, and the CPU snapshots of the server's and the client's trees."""
-
-    def __init__(
-        self,
-        adapter: EngineAdapter,
-        base_url: str,
-        sampler: MemorySampler,
-        server_roots: tuple[int | None, ...],
-    ) -> None:
-        self.adapter, self.base_url = adapter, base_url
-        self.sampler, self.server_roots = sampler, server_roots
-        self.counters: dict[str, SpecCounters | None] = {}
-        self.use: dict[str, UseSnapshot] = {}
-
-    def _counters(self) -> SpecCounters | None:
-        text = _scrape(self.base_url, self.adapter.paths_to_try(self.adapter.metrics_path))
-        return self.adapter.parse_spec_metrics(text) if text else None
-
-    def measure_start(self) -> None:
-        self.sampler.set_phase("bench")
-        self.counters["before"] = self._counters()
-        self.use["start"] = take_snapshot(self.server_roots)
-
-    def measure_end(self) -> None:
-        self.use["end"] = take_snapshot(self.server_roots)
-
-    def scrape_after(self) -> None:
-        self.counters["after"] = self._counters()
-
-
 @dataclass(frozen=True)
 class Ready:
     """What the start stage found once the server answered."""
@@ -412,106 +372,6 @@ def guard(plan: LaunchPlan, adapter: EngineAdapter) -> tuple[list[Prompt], Conte
     return guard_prompts(
         plan.cell, adapter, plan.command.base_url, plan.dataset.prompts, plan.sizing
     )
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One warm-up, load and scrape on the server: what the load returned, the server's death
-    during it, and what other work used the machine during its bench (None: no bench ran)."""
-
-    load: LoadResult
-    died: str | None
-    interference: dict[str, Any] | None
-
-    @property
-    def disturbed(self) -> bool:
-        return bool(disturbed({"interference": self.interference}))
-
-
-def measure_once(
-    cell: Cell,
-    spec: LoadSpec,
-    prompts: list[Prompt],
-    window: BenchWindow,
-    server: Serving,
-    inputs: CellInputs,
-) -> Attempt:
-    """Warm up, load and scrape once; the other work is judged on this attempt's own bench
-    (its snapshots, the memory samples taken since it began)."""
-    sampler = window.sampler
-    samples_from = len(sampler.samples)
-    window.use.clear()
-    window.counters.clear()
-    sampler.set_phase("warmup")
-    load = run_load(
-        spec,
-        prompts,
-        RunOptions(
-            progress_label=cell.id,
-            on_measure_start=window.measure_start,
-            on_measure_end=window.measure_end,
-        ),
-    )
-    died = server.died("while the load ran")
-    window.scrape_after()
-    found = None
-    if "start" in window.use and "end" in window.use:
-        found = interference(
-            window.use["start"],
-            window.use["end"],
-            sampler.samples[samples_from:],
-            inputs.thresholds,
-        )
-    return Attempt(load, died, found)
-
-
-def prefix_cache_off(cell: Cell, adapter: EngineAdapter) -> bool:
-    """The cell's server serves no prompt from its prefix cache (a sweep's shared server, or
-    settings that turn it off): a second attempt on it measures what the first one did."""
-    settings = cell.engine_spec.get("settings") or {}
-    return all(settings.get(key) == value for key, value in adapter.prefix_cache_off.items())
-
-
-NO_FAIR_RERUN = (
-    "not measured again on its server: its prefix cache is on and would serve the first "
-    "attempt's prompts (rerun the cell, e.g. `snakemake -R`, for a fresh server)"
-)
-
-
-def reruns_allowed(cell: Cell, adapter: EngineAdapter, rerun_disturbed: int) -> int:
-    """`checks.rerun_disturbed` where a rerun on the same server is a fair measurement, else
-    0: a server whose prefix cache holds the first attempt's prompts would serve the second
-    from it (TTFT of cache hits), a faster figure that measures something else."""
-    return rerun_disturbed if prefix_cache_off(cell, adapter) else 0
-
-
-def measure_until_undisturbed(
-    attempt: Callable[[], Attempt], reruns: int, label: str
-) -> tuple[Attempt, list[dict[str, Any]]]:
-    """Measure, and while other work disturbed the measurement measure again, at most `reruns`
-    more times: the first undisturbed attempt is kept, else the last (reported disturbed). A
-    server that died ends it at once. Returns the kept attempt and, for each discarded one,
-    its number, its interference and its headline figures."""
-    discarded: list[dict[str, Any]] = []
-    while True:
-        found = attempt()
-        if found.died or not found.disturbed or len(discarded) >= reruns:
-            return found, discarded
-        figures = compute_metrics(found.load.records, hit_time_cap=found.load.hit_time_cap)
-        discarded.append(
-            {
-                "attempt": len(discarded) + 1,
-                "interference": found.interference,
-                "completed": figures["completed"],
-                "decode_tok_s": figures["decode_tok_s"],
-                "ttft_median_ms": (figures.get("ttft_ms") or {}).get("median"),
-                "tpot_median_ms": (figures.get("tpot_ms") or {}).get("median"),
-            }
-        )
-        say(
-            f"{label}: attempt {len(discarded)} disturbed "
-            f"({interference_note(found.interference)}); measuring again"
-        )
 
 
 def measured(

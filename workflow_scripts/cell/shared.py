@@ -30,8 +30,8 @@ from ..redact import redact
 from ..terminal import say
 from ..vocabulary import Cell, CellMetrics
 from . import series
+from .attempts import BenchWindow
 from .run import (
-    BenchWindow,
     CellInputs,
     Ready,
     check_inputs,

@@ -30,7 +30,8 @@ from typing import Any
 
 import psutil
 
-from .memory import KIB_PER_GIB, MemorySample, process_tree
+from .memory import KIB_PER_GIB, MemorySample
+from .rss import process_tree
 
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
