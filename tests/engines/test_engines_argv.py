@@ -610,7 +610,7 @@ def test_sglang_reads_server_info_or_its_deprecated_alias(standin):
     """STAND-IN SGLang servers (SGLang cannot run here): a current build answers `/server_info`,
     an older one only `/get_server_info`; the version and the acceptance readout use whichever
     answers, `/server_info` first."""
-    from workflow_scripts.cell.run import _scrape
+    from workflow_scripts.cell.attempts import _scrape
 
     info = {"version": "0.5.23", "internal_states": [{"avg_spec_accept_length": 2.75}]}
 
