@@ -83,11 +83,14 @@ def test_card_shows_the_checks_with_their_verdicts(metrics):
     section = flagged.split("## Client and machine during the bench")[1].split("\n## ")[0]
     assert "| Load processes | 1, chosen for 400 expected chunks/s on 2 usable core(s) |" in section
     assert "| CPU outside server and client, % of one core | 60 % (whole machine 160 %" in section
-    assert "| Interference check | other processes used 60 % of a core of CPU" in section
+    assert "| Interference check | disturbed: other processes used 60 % of a core of CPU" in section
     assert "| Client check | clear: no client process at 85 % of a core |" in section
     limited = cards.render_markdown(cards.build_card(cell_by_id(BASE), metrics[BASE]))
     assert "| Client check | a client process used 95 % of a core" in limited
     assert "| Interference check | clear: under 25 % of a core and 0.50 GiB |" in limited
+    remeasured = {**metrics[BASE_C4], "disturbed_attempts": [{"attempt": 1}]}
+    again = cards.render_markdown(cards.build_card(cell_by_id(BASE_C4), remeasured))
+    assert "; measured 2 times, disturbed each time (the last is kept) |" in again
     old = {k: v for k, v in metrics[DRAFTER].items() if k not in ("client", "interference")}
     assert "Client and machine" not in cards.render_markdown(
         cards.build_card(cell_by_id(DRAFTER), old)

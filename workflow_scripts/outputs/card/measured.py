@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...process.machine_use import client_note, interference_note
+from ...process.machine_use import attempts_note, client_note, interference_note
 from ...process.memory import understates_note
 from ...vocabulary import CellMetrics, Status
 from ..compact import peak_mem_gib
@@ -312,9 +312,13 @@ def checks_section(metrics: CellMetrics) -> Section:
             ("Memory taken outside server and client", fmt(mem, "GiB")),
             (
                 "Interference check",
-                interference_note(other)
-                or f"clear: under {other['cpu_threshold_percent_of_core']:.0f} % of a core and "
-                f"{other['mem_threshold_gib']:.2f} GiB",
+                (
+                    f"disturbed: {note}"
+                    if (note := interference_note(other))
+                    else f"clear: under {other['cpu_threshold_percent_of_core']:.0f} % of a core "
+                    f"and {other['mem_threshold_gib']:.2f} GiB"
+                )
+                + attempts_note(metrics),
             ),
         ]
     return Section(
