@@ -1,8 +1,8 @@
 # What people read: a card per cell, the summary tables, the figures and the HTML report.
 # A card has its own rule, so redoing a card never reruns a benchmark. Each takes the machine
 # (`machine=1`): none runs beside a sweep's series, whose jobs hold no core (rules/cells.smk),
-# and no checkpoint updates the DAG while a series runs (a card was started for a point still
-# running, and the run failed, when a search's checkpoint finished beside a series).
+# so no checkpoint updates the DAG while a series runs (a card must never start for a point
+# whose series is still running).
 
 
 rule card:

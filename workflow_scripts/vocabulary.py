@@ -279,7 +279,7 @@ class SpecFigures(TypedDict, total=False):
 
 
 class CellMetrics(TypedDict, total=False):
-    """metrics.json of one cell (DESIGN.md, Contracts). total=False: a blocked or failed cell
+    """metrics.json of one cell (docs/outputs.md). total=False: a blocked or failed cell
     carries its identity, status and reason, and only what it got as far as measuring."""
 
     # identity

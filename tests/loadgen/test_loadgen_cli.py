@@ -1,6 +1,6 @@
 """The standalone command, run as a user would (`python -m workflow_scripts.loadgen`), against a
-stand-in server that records what it was sent: the files, their DESIGN.md names, the model taken
-from /v1/models, the API key sent as a header and written nowhere."""
+stand-in server that records what it was sent: the files, their contract names (docs/outputs.md),
+the model taken from /v1/models, the API key sent as a header and written nowhere."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The output contract of DESIGN.md stays put: summary.csv and spec_gain.csv as the aggregation
+"""The output contract (docs/outputs.md) stays put: summary.csv and spec_gain.csv as the aggregation
 code writes them from the result fixtures have the columns and cells that
 tests/fixtures/contract/contract.json recorded before the restructuring of issue #17 (the
 metrics.json side is checked on a real cell's output, in test_machine_use.py)."""

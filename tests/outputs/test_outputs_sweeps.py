@@ -29,7 +29,7 @@ from workflow_scripts.vocabulary import Status
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LOADS = [1, 2, 4, 8]
-# The columns other parts and checks read (DESIGN.md, Sweeps), and the brief's additions.
+# The columns other parts and checks read (docs/sweeps.md), and the brief's additions.
 SWEEP_CONTRACT = [
     "cell",
     "series",

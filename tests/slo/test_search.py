@@ -55,7 +55,8 @@ def test_a_monotone_law_is_doubled_then_bisected():
 
 
 def test_the_design_notes_toy_law():
-    """DESIGN.md's checkpoint toy (TPOT = 10 + 4 x load, limit 52): 10 / 11 in 8 probes."""
+    """The checkpoint toy the search was first probed on (TPOT = 10 + 4 x load, limit 52):
+    10 / 11 in 8 probes."""
     plan, asked, _ = search(concurrency(), lambda c, _: P if 10 + 4 * c <= 52 else F)
     assert loads(asked) == [1, 2, 4, 8, 16, 12, 10, 11]
     assert (plan.largest_passing, plan.smallest_failing) == (10, 11)
@@ -166,7 +167,7 @@ def test_the_same_verdicts_give_the_same_plan_and_unwalked_keys_are_ignored():
 def test_a_changed_goal_reuses_every_measured_probe_the_new_search_needs(first, second):
     """A changed limit re-judges the probes already measured; the new search asks only for the
     keys its from-scratch walk needs that were not measured, and ends where it would from
-    scratch (DESIGN.md's toy: 52 ms then 62 ms ran only c14 and c13)."""
+    scratch (the same toy: 52 ms then 62 ms ran only c14 and c13)."""
     spec = concurrency()
     _, _, measured = search(spec, threshold(first))
     rejudged = {k: threshold(second)(*k) for k in measured}

@@ -1,4 +1,4 @@
-"""One server start for the points of a sweep's series (DESIGN.md, Sweeps).
+"""One server start for the points of a sweep's series (docs/sweeps.md).
 
 The series' server is a Snakemake service job (rules/cells.smk `series_server`): it takes the
 memory baseline, starts the server, waits until it answers, then puts it on record in

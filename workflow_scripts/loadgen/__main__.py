@@ -173,7 +173,8 @@ def summary(
     load: LoadResult,
     client: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """metrics.json: the DESIGN.md names for what a load test alone can know."""
+    """metrics.json: the output contract's names (docs/outputs.md) for what a load test alone can
+    know."""
     slo = {k: v for k, v in (("ttft_ms", args.slo_ttft_ms), ("tpot_ms", args.slo_tpot_ms)) if v}
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap, slo=slo or None)
     done = metrics["completed"] > 0

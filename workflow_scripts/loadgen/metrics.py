@@ -1,4 +1,4 @@
-"""Request records -> one metrics record. Every figure is defined here, once (DESIGN.md)."""
+"""Request records -> one metrics record. Every figure is defined here, once (docs/metrics.md)."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ class ChunkedDecoder:
 
 def apply_event(record: RequestRecord, event: Any, elapsed_s: float) -> None:
     """Fold one parsed JSON event (a stream chunk, or a whole non-streamed answer) into the
-    record. TTFT and chunk times count only chunks whose text is non-empty (DESIGN.md)."""
+    record. TTFT and chunk times count only chunks whose text is non-empty (docs/metrics.md)."""
     if not isinstance(event, dict):
         raise ValueError("event is not a JSON object")
     if ("error" in event and not event.get("choices")) or event.get("object") == "error":
