@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,7 +41,7 @@ from ..process.machine_use import (
 )
 from ..process.memory import KIB_PER_GIB, MemorySampler, summarize_memory, write_memory_csv
 from ..process.serve import ServerLaunch
-from ..process.server import ServerError, ServerProcess, sigterm_raises
+from ..process.server import ServerError, sigterm_raises
 from ..redact import redact
 from ..terminal import say
 from ..vocabulary import Cell, CellMetrics, Status, identity
@@ -200,7 +201,8 @@ class OwnServer:
     ) -> None:
         self.adapter, self.engine_info = adapter, inputs.engine_info
         self.plan = plan_launch(inputs, adapter, dataset, log_path)
-        self.sampler = memory_sampler(self.plan.cell, self.plan.launch.server)
+        server = self.plan.launch.server
+        self.sampler = memory_sampler(self.plan.cell, lambda: server.stop(timeout_s=2))
 
     def launch_facts(self) -> CellMetrics:
         return launch_facts(self.plan, self.engine_info)
@@ -305,17 +307,14 @@ def launch_facts(plan: LaunchPlan, engine_info: dict[str, Any]) -> CellMetrics:
     }
 
 
-def memory_sampler(cell: Cell, server: ServerProcess) -> MemorySampler:
-    """The cell's memory sampler; below the floor, it stops the server."""
+def memory_sampler(cell: Cell, stop_server: Callable[[], object]) -> MemorySampler:
+    """The cell's memory sampler (the one way it is built: a cell's own server, a series'
+    server, a point on it); below the floor, it stops the server."""
     memory = cell.run.memory
-
-    def on_floor(sample):
-        server.stop(timeout_s=2)
-
     return MemorySampler(
         interval_s=float(memory.interval_s),  # recorded in metrics.json `mem` as a float
         floor_kib=int(memory.floor_gib * KIB_PER_GIB),
-        on_floor=on_floor,
+        on_floor=lambda sample: stop_server(),
     )
 
 

@@ -24,7 +24,7 @@ from ..engines.base import EngineAdapter
 from ..loadgen.datasets import Dataset
 from ..process.auth import engine_api_key, server_api_key
 from ..process.leftovers import end_leftovers, is_running, owner_of
-from ..process.memory import KIB_PER_GIB, MemorySample, MemorySampler
+from ..process.memory import MemorySample
 from ..process.server import ServerError, sigterm_raises
 from ..redact import redact
 from ..terminal import say
@@ -120,7 +120,7 @@ def serve_series(inputs: CellInputs, record: Path) -> None:
             check_inputs(inputs)
             plan = plan_launch(inputs, adapter, load_prompts(cell), record.with_suffix(".log"))
             server = plan.launch.server
-            sampler = memory_sampler(plan.cell, server)
+            sampler = memory_sampler(plan.cell, lambda: server.stop(timeout_s=2))
             sampler.take_baseline(cell.run.memory.baseline_samples)
             with plan.launch:
                 started = start_and_wait(plan, adapter, sampler)
@@ -170,12 +170,7 @@ class SharedServer:
         self.inputs, self.adapter, self.dataset, self.log_path = inputs, adapter, dataset, log_path
         self.cell = inputs.cell
         self.cells_dir = inputs.out_dir.parent
-        memory = self.cell.run.memory
-        self.sampler = MemorySampler(
-            interval_s=float(memory.interval_s),
-            floor_kib=int(memory.floor_gib * KIB_PER_GIB),
-            on_floor=lambda sample: self._stop_server(),
-        )
+        self.sampler = memory_sampler(self.cell, self._stop_server)
         self.record: dict[str, Any] = {}
         self.plan: AttachedPlan | None = None
         self._stack = ExitStack()
