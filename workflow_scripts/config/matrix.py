@@ -24,7 +24,6 @@ from ..vocabulary import (
     MemorySettings,
     RunSettings,
     SweepPoint,
-    Workload,
 )
 from . import bounded_yaml, checks, probes, secrets, sweeps
 from .checks import check_known, plain_copy
@@ -261,15 +260,6 @@ def _engine_spec_of(config: dict[str, Any], choice: Choice) -> dict[str, Any]:
     return spec
 
 
-def _workload_of(point: sweeps.Point, engine_spec: dict[str, Any]) -> Workload:
-    """One point's load (`repeats` make more cells, never different ones); the client sends
-    the key the server requires unless the workload names its own variable."""
-    entry = dict(point.entry)
-    if engine_spec.get("api_key_env") and "api_key_env" not in entry:
-        entry["api_key_env"] = engine_spec["api_key_env"]
-    return Workload.from_dict(entry)
-
-
 def run_settings(config: dict[str, Any], engine_spec: dict[str, Any]) -> RunSettings:
     """The config's settings for running a cell, the engine's readiness timeout over its own."""
     return RunSettings(
@@ -314,7 +304,9 @@ def resolve_cell(config: dict[str, Any], choice: Choice) -> Cell:
         engine_spec=engine_spec,
         drafter_spec=drafter_spec,
         drafter_weights=drafter_weights,
-        workload_spec=_workload_of(sweeps.points(choice.workload, workload)[0], engine_spec),
+        workload_spec=sweeps.cell_workload(
+            sweeps.points(choice.workload, workload)[0].entry, engine_spec
+        ),
         run=run_settings(config, engine_spec),
         reference=choice.reference,
         blocked=choice.blocked,
@@ -363,7 +355,7 @@ def expand_points(config: dict[str, Any], cell: Cell, choice: Choice) -> list[Ce
                 id=cell_id(cell.model, cell.engine, cell.quant, cell.drafter, point.part),
                 workload=point.part,
                 engine_spec=engine_spec,
-                workload_spec=_workload_of(point, engine_spec),
+                workload_spec=sweeps.cell_workload(point.entry, engine_spec),
                 reference={**cell.reference, **choice.reference_by_point.get(key, {})},
                 sweep=sweep,
             )

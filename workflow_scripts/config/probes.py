@@ -16,7 +16,7 @@ from typing import Any
 
 from ..slo.objectives import Slo
 from ..slo.search import CONCURRENCY, ProbeKey, SearchSpec
-from ..vocabulary import Cell, ConfigError, SweepPoint, Workload
+from ..vocabulary import Cell, ConfigError, SweepPoint
 from . import sweeps
 from .search import goal_of, load_label, probe_part
 
@@ -44,14 +44,12 @@ class Search:
         load, extension = key
         entry = sweeps.point_entry(self.workload_entry, self.spec.over, load)
         entry["num_prompts"] = self.spec.prompts_for(entry["num_prompts"], extension)
-        if self.template.engine_spec.get("api_key_env") and "api_key_env" not in entry:
-            entry["api_key_env"] = self.template.engine_spec["api_key_env"]
         part = probe_part(self.spec, self.workload, key)
         return replace(
             self.template,
             id=self.probe_id(key),
             workload=part,
-            workload_spec=Workload.from_dict(entry),
+            workload_spec=sweeps.cell_workload(entry, self.template.engine_spec),
             sweep=SweepPoint(
                 workload=self.workload,
                 axis=self.spec.over,

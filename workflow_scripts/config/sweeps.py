@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..vocabulary import Cell, ConfigError
+from ..vocabulary import Cell, ConfigError, Workload
 
 AXES = ("concurrency", "request_rate")
 AXIS_LETTER = {"concurrency": "c", "request_rate": "r"}
@@ -97,6 +97,15 @@ def points(name: str, workload: dict[str, Any]) -> list[Point]:
 def point_entry(workload: dict[str, Any], axis: str, value: float) -> dict[str, Any]:
     """The load of one point at `value` on `axis` (a search's probe), as a sweep's point has it."""
     return _load_of(workload, axis, value)
+
+
+def cell_workload(entry: dict[str, Any], engine_spec: dict[str, Any]) -> Workload:
+    """A point's load as its cell runs it: the client sends the key the server requires unless
+    the workload names its own variable (a matrix's cell and a search's probe alike)."""
+    entry = dict(entry)
+    if engine_spec.get("api_key_env") and "api_key_env" not in entry:
+        entry["api_key_env"] = engine_spec["api_key_env"]
+    return Workload.from_dict(entry)
 
 
 def _load_of(workload: dict[str, Any], axis: str | None, value: float | None) -> dict[str, Any]:
