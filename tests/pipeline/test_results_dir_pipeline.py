@@ -28,7 +28,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.support.pipeline import SNAKEFILE
+from tests.support.pipeline import snakemake_argv as argv
 from workflow_scripts.cell.results_dir import LOCK_NAME
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -47,23 +47,6 @@ def matrix(workdir: Path, points: int, results: Path | None = None) -> Path:
     path = workdir / "matrix.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-def argv(workdir: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(SNAKEFILE),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(workdir / "matrix.yaml"),
-        "--cores",
-        "1",
-        *extra,
-    ]
 
 
 # "Within a few seconds" (the promise): what the stop of a dry run may take after SIGTERM, on a
