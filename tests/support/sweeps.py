@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from tests.support.outputs import BASE, DRAFTER, cell_by_id
+from workflow_scripts.config.sweeps import point_part
 from workflow_scripts.vocabulary import Cell, Status, SweepPoint, identity
 
 WORKLOAD = "sweep"
@@ -24,7 +25,7 @@ def point_cell(
 ) -> Cell:
     """A point of the series `tiny-llama__llamacpp-local__<quant>__<drafter>__<workload>`."""
     template = Cell.from_dict(cell_by_id(DRAFTER if drafter else BASE))
-    label = f"c{int(value)}" if axis == "concurrency" else f"r{value:g}"
+    label = point_part("", axis, value)
     series = "__".join((template.model, template.engine, quant, template.drafter, workload))
     spec = template.workload_spec
     spec = dataclasses.replace(
