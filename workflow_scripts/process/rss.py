@@ -140,12 +140,6 @@ class ProcessTreeRss:
         return RssSplit(total.rss_kib, None, None, None)
 
     def rss_kib(self) -> int | None:
-        if not self._current():
-            return None
-        total = 0
-        for proc in self._procs:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                continue
-        return total // 1024
+        """The tree's RSS alone (VmRSS, the same reading as `split_kib`'s)."""
+        total = self.split_kib()
+        return total.rss_kib if total else None
