@@ -14,7 +14,6 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
-include: "rules/search_common.smk"
 include: "rules/weights.smk"
 include: "rules/engines.smk"
 include: "rules/cells.smk"
@@ -25,4 +24,4 @@ include: "rules/report.smk"
 rule all:
     default_target: True
     input:
-        final_outputs(),
+        GRAPH.final_outputs(),

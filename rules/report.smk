@@ -1,7 +1,7 @@
 # What people read: a card per cell, the summary tables, the figures and the HTML report.
 # A card has its own rule, so redoing a card never reruns a benchmark. Each takes the machine
 # (`machine=1`): none runs beside a sweep's series, whose jobs hold no core (rules/cells.smk),
-# so no checkpoint updates the DAG while a series runs (a card must never start for a point
+# so no checkpoint updates the GRAPH while a series runs (a card must never start for a point
 # whose series is still running).
 
 
@@ -51,7 +51,7 @@ rule card:
 # cell's metrics.json stands for its records (the cell job writes it last).
 rule records:
     input:
-        metrics=all_cell_metrics(),
+        metrics=GRAPH.all_cell_metrics(),
     output:
         records=CELL_RECORDS,
     log:
@@ -68,7 +68,7 @@ rule records:
 rule aggregate:
     input:
         records=CELL_RECORDS,
-        goals=all_goal_files(),
+        goals=GRAPH.goal_files(),
     output:
         summary_csv=f"{RESULTS}/summary/summary.csv",
         summary_md=f"{RESULTS}/summary/summary.md",
@@ -124,7 +124,7 @@ rule comparisons:
         "../workflow_scripts/entry/comparisons.py"
 
 
-# Asked for by report_inputs() only when the matrix has a sweep (a list of concurrencies or
+# Asked for by GRAPH.report_inputs() only when the matrix has a sweep (a list of concurrencies or
 # request rates): each point, the throughput-interactivity frontier, the drafter along the load.
 rule sweeps:
     input:
@@ -216,7 +216,7 @@ rule summary_plots:
         "../workflow_scripts/entry/summary_plots.py"
 
 
-# Asked for by summary_figures() only when cells that are no sweep's points run at two or more
+# Asked for by GRAPH.summary_figures() only when cells that are no sweep's points run at two or more
 # concurrencies (a sweep's points are drawn by rule sweeps).
 rule concurrency_figure:
     input:
@@ -241,7 +241,7 @@ rule concurrency_figure:
         "../workflow_scripts/entry/concurrency_figure.py"
 
 
-# Asked for by summary_figures() only when some cell carries published reference figures.
+# Asked for by GRAPH.summary_figures() only when some cell carries published reference figures.
 rule reference_figure:
     input:
         records=CELL_RECORDS,
@@ -270,8 +270,8 @@ rule reference_figure:
 rule overview:
     input:
         index=f"{RESULTS}/summary/index.csv",
-        figures=summary_figures(),
-        answers=front_page_inputs(),
+        figures=GRAPH.summary_figures(),
+        answers=GRAPH.front_page_inputs(),
     output:
         overview=f"{RESULTS}/summary/overview.html",
     log:
@@ -288,7 +288,7 @@ rule overview:
 # Snakemake's self-contained HTML report, built by the run itself as its last job.
 rule html_report:
     input:
-        report_inputs(),
+        GRAPH.report_inputs(),
         stylesheet=workflow.source_path("../report/report.css"),
     output:
         html=f"{RESULTS}/report.html",

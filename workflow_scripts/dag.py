@@ -1,0 +1,337 @@
+"""The DAG of a validated config, built once, without Snakemake: the cells, the series that share
+a server, the searches and their goals, the weights entries, each job's resources, the target
+lists and the files written while the Snakefile is parsed. `rules/*.smk` declare rules; each of
+their job functions is a line that asks this.
+
+Stdlib and the parse-time modules only: the Snakefile's parse imports no pandas, numpy or
+matplotlib (tests/test_parse_imports.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from .atomic import param_json
+from .cell.failures import failure_counts
+from .cell.results_dir import write_at_parse
+from .cell.series import forget_provenance, launch_path, record_path, write_series_files
+from .config.matrix import build_matrix, validate_config
+from .config.probes import Search, probe_of
+from .config.resources import (
+    declared_resources,
+    resources_by_cell,
+    resources_by_search,
+    without_resources,
+)
+from .config.sweeps import launch_cell, series_resources, shared_series
+from .outputs.labels import (
+    front_page_files,
+    optional_summary_figures,
+    report_labels,
+    sweep_cell_ids,
+    sweep_outputs,
+)
+from .outputs.search_files import goal_path, goals_of, probe_cells, search_path, write_goal_files
+from .outputs.slo_cells import goal_workload
+from .slo.objectives import Slo
+from .vocabulary import Cell
+from .weights.fetch import step_engine, weights_dependencies, with_dependencies
+
+# The tables and figures every matrix gets (under <results_dir>/summary/).
+SUMMARY_TABLES = ("summary.csv", "summary.md", "spec_gain.csv", "spec_gain.md", "comparisons.csv")
+SUMMARY_FIGURES = ("decode_tok_s", "latency", "peak_memory", "spec_gain")
+SEARCH_OUTPUTS = ("slo.csv", "slo.md", "slo_drafter.csv", "slo_drafter.md", "slo.html")
+SEARCH_FIGURE = "slo_search.png"
+
+
+class UnknownCell(LookupError):
+    """A target names a cell this config does not have."""
+
+
+@dataclass
+class Dag:
+    """What the rules need of a config. `config` is the validated config without resources
+    (resources say where a cell runs, not what it measures: kept out of every param)."""
+
+    config: dict[str, Any]
+    cells: dict[str, Cell]
+    searches: dict[str, Search]
+    cell_resources: dict[str, dict[str, Any]]
+    search_resources: dict[str, dict[str, Any]]
+    series: dict[str, list[Cell]]
+    series_resources: dict[str, dict[str, Any]]
+    failed_attempts: dict[str, int]
+    weights: dict[str, dict[str, Any]]
+    goals: dict[str, Slo]
+
+    # --- where things are ---------------------------------------------------------------------
+
+    @property
+    def results(self) -> str:
+        return self.config["results_dir"]
+
+    @property
+    def failures(self) -> str:
+        return f"{self.results}/failures"
+
+    @property
+    def goals_dir(self) -> str:
+        return f"{self.results}/goals"
+
+    @property
+    def cell_records(self) -> str:
+        """What every table and figure reads: each cell's record files, listed."""
+        return f"{self.results}/cells/records.json"
+
+    def series_record(self, series: str) -> str:
+        return str(record_path(f"{self.results}/cells", series))
+
+    def series_launch_file(self, series: str) -> str:
+        return str(launch_path(f"{self.results}/cells", series))
+
+    # --- cells --------------------------------------------------------------------------------
+
+    def cell_of(self, cell_id: str) -> Cell:
+        """The cell an id names: one of the matrix, or a probe of a search (built from its id)."""
+        if cell_id in self.cells:
+            return self.cells[cell_id]
+        probe = probe_of(self.searches, cell_id)
+        if probe is None:
+            raise UnknownCell(
+                f"no cell {cell_id!r} in this config; "
+                "`python -m workflow_scripts.plan` lists its cells"
+            )
+        search, key = probe
+        return search.probe(key)
+
+    def series_of(self, cell_id: str) -> str | None:
+        """The series whose shared server a point runs on (None: the cell starts its own)."""
+        return self._series_of.get(cell_id)
+
+    def inputs_of(self, cell: Cell) -> dict[str, str]:
+        """The stamps of what a cell runs: its engine, its weights, its drafter's weights."""
+        if cell.blocked:
+            return {}
+        inputs = {
+            "engine": f"{self.results}/engines/{cell.engine}.json",
+            "weights": f"{self.results}/weights/{cell.weights_key}.json",
+        }
+        if cell.drafter_weights_key:
+            inputs["drafter_weights"] = f"{self.results}/weights/{cell.drafter_weights_key}.json"
+        return inputs
+
+    def cell_settings(self, cell_id: str) -> str:
+        """A cell's param. Published reference figures feed only cards and tables: editing one
+        never reruns a cell."""
+        cell = self._cell_dicts.get(cell_id) or self.cell_of(cell_id).to_dict()
+        return param_json({**cell, "reference": {}})
+
+    def card_settings(self, cell_id: str) -> str:
+        return param_json(self._cell_dicts[cell_id])
+
+    def cell_resources_of(self, cell_id: str) -> dict[str, Any]:
+        if cell_id in self.cell_resources:
+            return self.cell_resources[cell_id]
+        return self.search_resources[probe_of(self.searches, cell_id)[0].series]
+
+    def cell_rule_resources(self) -> dict[str, Any]:
+        """The cell rule's resources: what the Slurm executor requests, and what a local
+        `--resources gpu=N` counts."""
+        return declared_resources(
+            [*self.cell_resources.values(), *self.search_resources.values()],
+            lambda wildcards: self.cell_resources_of(wildcards.cell),
+        )
+
+    def series_rule_resources(self) -> dict[str, Any]:
+        """The series' server rule's; it holds the machine whatever its cells ask."""
+        return declared_resources(
+            list(self.series_resources.values()),
+            lambda wildcards: self.series_resources[wildcards.series],
+            leave_out={"machine"},
+        )
+
+    # --- a series' server ---------------------------------------------------------------------
+
+    def series_inputs(self, series: str) -> dict[str, str]:
+        """What a series' server job reads: what its launch point's cell job reads."""
+        if series not in self.series:
+            raise UnknownCell(f"no series {series!r} shares a server in this config")
+        return self.inputs_of(launch_cell(self.series[series]))
+
+    def series_input_args(self, series: str) -> str:
+        """The series' inputs as its server command's flags (`--engine PATH --weights PATH`)."""
+        return " ".join(
+            f"--{name.replace('_', '-')} {shlex.quote(path)}"
+            for name, path in self.series_inputs(series).items()
+        )
+
+    # --- weights and engines ------------------------------------------------------------------
+
+    def weights_spec(self, key: str) -> str:
+        return param_json(self.weights[key])
+
+    def engine_spec(self, engine: str) -> str:
+        return param_json(self.config["engines"][engine])
+
+    def weights_inputs(self, key: str) -> dict[str, str]:
+        """What a weights step reads: the manifest of the entry it is built from (a synthetic
+        model's tokenizer, a derived entry's source) and the stamp of the engine whose tools a
+        derived entry runs."""
+        spec = self.weights[key]
+        inputs = {}
+        for source in weights_dependencies(spec):  # at most one
+            inputs["source"] = f"{self.results}/weights/{source}.json"
+        engine = step_engine(spec)
+        if engine:
+            inputs["engine"] = f"{self.results}/engines/{engine}.json"
+        return inputs
+
+    # --- latency goals ------------------------------------------------------------------------
+
+    def goal_input(self, cell_id: str) -> str:
+        """The goal of the workload a cell comes from (a probe's or a sweep point's: its own)."""
+        return str(goal_path(self.goals_dir, goal_workload(self.cell_of(cell_id))))
+
+    def card_goal(self, cell_id: str) -> dict[str, str]:
+        """The goal a cell's card judges it against, where its workload has one."""
+        has_goal = goal_workload(self.cell_of(cell_id)) in self.goals
+        return {"goal": self.goal_input(cell_id)} if has_goal else {}
+
+    def goal_files(self) -> list[str]:
+        return [str(goal_path(self.goals_dir, workload)) for workload in self.goals]
+
+    def search_files(self) -> list[str]:
+        return [str(search_path(self.goals_dir, series)) for series in self.searches]
+
+    def search_outputs(self) -> list[str]:
+        """What the targets gain when the matrix has a search (none without one)."""
+        if not self.searches:
+            return []
+        return [f"{self.results}/summary/{n}" for n in (*SEARCH_OUTPUTS, SEARCH_FIGURE)]
+
+    def run_end_cells(self) -> list[str]:
+        """What the end-of-run lines show: the matrix's cells, then every probe run so far."""
+        return [*self.cells, *probe_cells(f"{self.results}/cells", self.searches.values())]
+
+    # --- tables, figures, the report ----------------------------------------------------------
+
+    def all_cell_metrics(self) -> list[str]:
+        return [f"{self.results}/cells/{cell_id}/metrics.json" for cell_id in self.cells]
+
+    def summary_figures(self) -> list[str]:
+        """Every summary figure this matrix gets: concurrency and reference figures only when
+        the matrix varies concurrency outside its sweeps or has published figures."""
+        names = [*SUMMARY_FIGURES, *optional_summary_figures(list(self.cells.values()))]
+        return [f"{self.results}/summary/{name}.png" for name in names]
+
+    def sweep_outputs(self) -> list[str]:
+        """The sweep tables and figures, only for a matrix with a sweep."""
+        return [f"{self.results}/summary/{n}" for n in sweep_outputs(list(self.cells.values()))]
+
+    def sweep_gpus(self) -> str:
+        """Each point's GPU count (resources.gpu, kept out of the cells' settings): throughput
+        per GPU."""
+        points = sweep_cell_ids(list(self.cells.values()))
+        return param_json({cell: self.cell_resources[cell].get("gpu") for cell in points})
+
+    def all_cells_settings(self) -> str:
+        return self._all_cells_settings
+
+    def report_labels(self, cell_id: str, figure: str) -> dict[str, str]:
+        return report_labels(self.cells[cell_id], figure)
+
+    def front_page_inputs(self) -> list[str]:
+        """The sweep and search outputs the report's front page shows beside the index."""
+        return front_page_files([*self.sweep_outputs(), *self.search_outputs()])
+
+    def report_inputs(self) -> list[str]:
+        """What the HTML report shows: the cards, tables, figures and its front page."""
+        searched = [p for p in self.search_outputs() if p.endswith((".html", ".png"))]
+        return [
+            *[f"{self.results}/cells/{cell_id}/card.md" for cell_id in self.cells],
+            f"{self.results}/summary/index.md",
+            f"{self.results}/summary/comparisons.md",
+            *self.summary_figures(),
+            *self.sweep_outputs(),
+            f"{self.results}/summary/overview.html",
+            *searched,
+        ]
+
+    def final_outputs(self) -> list[str]:
+        """The tables and the report. The cards come in through the report (html_report takes
+        them): listed here too, each card was one more edge for a large matrix's DAG."""
+        return [
+            *(f"{self.results}/summary/{name}" for name in SUMMARY_TABLES),
+            f"{self.results}/summary/decode_tok_s.png",
+            *self.sweep_outputs(),
+            *self.search_outputs(),
+            f"{self.results}/report.html",
+        ]
+
+    # --- parse time ---------------------------------------------------------------------------
+
+    def write_parse_files(self, workdir: str = ".") -> None:
+        """The files the rules read that come from the config, each written only when it
+        changes (skipped with a line on a read-only results dir: a dry run needs none):
+        - each series' server record and launch cell, never a param
+          (workflow_scripts.cell.series.write_series_files says why), and what Snakemake kept
+          of an earlier server job forgotten;
+        - each workload's goal and each search's spec: a changed goal reruns the judgements and
+          the tables, never a cell (no cell reads it)."""
+        launches = {name: self._cell_dicts[launch_cell(p).id] for name, p in self.series.items()}
+        write_at_parse(
+            "the shared series' launch files",
+            write_series_files,
+            f"{self.results}/cells",
+            launches,
+        )
+        forget_provenance(workdir, [self.series_record(name) for name in self.series])
+        write_at_parse(
+            "the goal files",
+            write_goal_files,
+            self.goals_dir,
+            self.goals,
+            self.searches.values(),
+        )
+
+    def __post_init__(self) -> None:
+        self._series_of = {p.id: name for name, points in self.series.items() for p in points}
+        # Each cell as plain data, made once: Snakemake asks for these params for every job of a
+        # large matrix. The rules' scripts rebuild the cells from them (Cell.from_dict).
+        self._cell_dicts = {cell_id: cell.to_dict() for cell_id, cell in self.cells.items()}
+        self._all_cells_settings = param_json(list(self._cell_dicts.values()))
+
+
+def build_dag(raw_config: dict[str, Any]) -> Dag:
+    """The DAG of a config; ConfigError names the key of anything wrong, before anything
+    runs."""
+    validated = validate_config(raw_config)
+    config = without_resources(validated)
+    matrix = build_matrix(config)
+    cells = {cell.id: cell for cell in matrix.cells}
+    series = shared_series(cells.values())
+    cell_resources, series_resources_ = series_resources(
+        series, resources_by_cell(validated, matrix)
+    )
+    weights: dict[str, dict[str, Any]] = {}
+    # A search's probes run its template's weights.
+    for cell in [*cells.values(), *(search.template for search in matrix.searches.values())]:
+        if cell.blocked:
+            continue
+        weights[cell.weights_key] = cell.weights
+        if cell.drafter_weights:
+            weights[cell.drafter_weights_key] = cell.drafter_weights
+    return Dag(
+        config=config,
+        cells=cells,
+        searches=matrix.searches,
+        cell_resources=cell_resources,
+        search_resources=resources_by_search(validated, matrix),
+        series=series,
+        series_resources=series_resources_,
+        failed_attempts=failure_counts(f"{config['results_dir']}/failures"),
+        weights=with_dependencies(weights),
+        goals=goals_of(config),
+    )
