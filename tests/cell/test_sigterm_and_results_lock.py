@@ -18,10 +18,10 @@ import subprocess
 import sys
 import textwrap
 
-import psutil
 import pytest
 
 from tests.support.outputs import REPO
+from workflow_scripts.process.leftovers import started
 
 CHILD = textwrap.dedent(
     """
@@ -104,12 +104,12 @@ def other_run():
     process.wait()
 
 
-def lock_of(results, pid: int, workdir: str = "/elsewhere/other", started_s=None):
+def lock_of(results, pid: int, workdir: str = "/elsewhere/other", start_ticks=None):
     from workflow_scripts.cell.results_dir import LOCK_NAME
 
     results.mkdir(parents=True, exist_ok=True)
-    started = started_s if started_s is not None else psutil.Process(pid).create_time()
-    holder = {"pid": pid, "host": socket.gethostname(), "workdir": workdir, "started_s": started}
+    ticks = start_ticks if start_ticks is not None else started(pid).start_ticks
+    holder = {"pid": pid, "host": socket.gethostname(), "workdir": workdir, "start_ticks": ticks}
     (results / LOCK_NAME).write_text(json.dumps(holder))
     return results / LOCK_NAME
 
@@ -134,7 +134,7 @@ def test_a_gone_holder_or_a_reused_pid_is_taken_over_and_released(tmp_path, othe
     from workflow_scripts.cell.results_dir import acquire_results_lock, release_results_lock
 
     results = tmp_path / "results"
-    lock_of(results, other_run.pid, started_s=1.0)  # the pid now names another process
+    lock_of(results, other_run.pid, start_ticks=1)  # the pid now names another process
     lock = acquire_results_lock(results, tmp_path)
     mine = json.loads(lock.read_text())
     assert mine["pid"] == os.getpid() and mine["workdir"] == str(tmp_path.resolve())
@@ -142,7 +142,7 @@ def test_a_gone_holder_or_a_reused_pid_is_taken_over_and_released(tmp_path, othe
     assert release_results_lock(results) and not lock.exists()
     other_run.kill()
     other_run.wait()
-    lock_of(results, other_run.pid, started_s=0.0)
+    lock_of(results, other_run.pid, start_ticks=0)
     assert acquire_results_lock(results, tmp_path) == lock  # a run that is gone
     assert release_results_lock(results)
 

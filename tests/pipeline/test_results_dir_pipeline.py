@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
 
 from tests.support.pipeline import snakemake_argv as argv
 from workflow_scripts.cell.results_dir import LOCK_NAME
+from workflow_scripts.process.leftovers import started
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import parse_cost  # noqa: E402
@@ -103,7 +103,7 @@ def holder(tmp_path):
                 "pid": other.pid,
                 "host": socket.gethostname(),
                 "workdir": "/elsewhere/other-workdir",
-                "started_s": psutil.Process(other.pid).create_time(),
+                "start_ticks": started(other.pid).start_ticks,
             }
         )
     )

@@ -9,7 +9,8 @@ lock (Snakemake calls no `onstart` for it).
 
 The Snakefile writes a few small files while it is parsed (a shared series' launch file, the
 goal files); on a read-only results directory they are skipped with a line, so `snakemake -n`
-still plans. Stdlib and psutil only: the Snakefile imports this when parsed.
+still plans. Stdlib and process.leftovers (the one way a process is told by its pid and start
+time) only: the Snakefile imports this when parsed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
+from ..process.leftovers import is_running, started
 
 LOCK_NAME = ".llmbench.lock"
 
@@ -37,16 +38,6 @@ def lock_path(results_dir: str | Path) -> Path:
     return Path(results_dir) / LOCK_NAME
 
 
-def _process_start_s(pid: int) -> float | None:
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return process.create_time()
-    except psutil.Error:
-        return None
-
-
 def _holder(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
@@ -56,13 +47,13 @@ def _holder(path: Path) -> dict[str, Any] | None:
 
 
 def holder_alive(holder: dict[str, Any]) -> bool:
-    """Whether the run a lock names still runs: the same process (pid and start time) on this
-    host. A lock from another host cannot be checked from here: it counts as held."""
+    """Whether the run a lock names still runs: the same process (pid and start time, as
+    process.leftovers tells them) on this host. A lock from another host cannot be checked from
+    here: it counts as held."""
     if holder.get("host") != socket.gethostname():
         return True
-    pid = holder.get("pid")
-    started = _process_start_s(pid) if isinstance(pid, int) else None
-    return started is not None and abs(started - float(holder.get("started_s") or 0)) < 1.0
+    pid, ticks = holder.get("pid"), holder.get("start_ticks")
+    return isinstance(pid, int) and isinstance(ticks, int) and is_running(pid, ticks)
 
 
 def holder_text(path: Path, holder: dict[str, Any]) -> str:
@@ -79,11 +70,12 @@ def acquire_results_lock(results_dir: str | Path, workdir: str | Path | None = N
     path = lock_path(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
+    me = started(pid)
     mine = {
         "pid": pid,
         "host": socket.gethostname(),
         "workdir": str(Path(workdir or os.getcwd()).resolve()),
-        "started_s": _process_start_s(pid),
+        "start_ticks": me.start_ticks if me else None,
     }
     for _ in range(3):
         try:
