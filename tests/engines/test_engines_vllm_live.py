@@ -32,7 +32,7 @@ from tests.support.pipeline import (
     tiny_workload,
     write_config,
 )
-from workflow_scripts.cell.run import load_spec_for
+from workflow_scripts.cell.run import load_settings_for
 from workflow_scripts.cell.specdecode import spec_result
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.engines import adapter_for
@@ -151,7 +151,7 @@ def test_acceptance_equals_counter_deltas_scraped_here(vllm_run, tmp_path):
             def at_warmup_end() -> None:
                 texts["before"] = requests.get(command.base_url + "/metrics", timeout=10).text
 
-            spec = load_spec_for(cell, command.base_url, command.served_model)
+            spec = load_settings_for(cell, command.base_url, command.served_model)
             load = run_load(spec, prompts, RunOptions(on_measure_start=at_warmup_end))
             texts["after"] = requests.get(command.base_url + "/metrics", timeout=10).text
         finally:

@@ -22,7 +22,7 @@ from tests.support.engines import (
     one_cell,
     smollm2_gguf,
 )
-from workflow_scripts.cell.run import CellInputs, load_spec_for, run_cell
+from workflow_scripts.cell.run import CellInputs, load_settings_for, run_cell
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import cell_server_command, cell_weights
 from workflow_scripts.loadgen.client import RunOptions, run_load
@@ -127,14 +127,14 @@ def test_an_api_key_from_the_environment_is_required_by_the_server_and_sent_by_t
             right = {"Authorization": f"Bearer {KEY}"}
             assert requests.post(url, json=PROBE, headers=right, timeout=30).status_code == 200
 
-            spec = load_spec_for(cell, command.base_url, None)  # the key the cell would send
+            spec = load_settings_for(cell, command.base_url, None)  # the key the cell would send
             assert spec.api_key == KEY and KEY not in repr(spec)
             assert KEY not in json.dumps(spec.public()) and spec.public()["api_key_set"]
             sent = compute_metrics(
                 run_load(spec, PROMPTS, RunOptions(progress=False)).records, False
             )
             assert sent["completed"] == 3 and sent["errors"] == 0
-            unkeyed = load_spec_for(
+            unkeyed = load_settings_for(
                 llama_cell(
                     binary,
                     workload={"api_key_env": "BENCH_UNSET_KEY"},

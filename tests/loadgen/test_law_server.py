@@ -27,7 +27,7 @@ from workflow_scripts.cell.specdecode import acceptance_from_counters, acceptanc
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.base import LaunchPaths
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics, tpot_s
 from workflow_scripts.process.ports import free_port
@@ -128,7 +128,7 @@ def spec_counters(url: str):
 
 def load_point(url: str, c: int, drafter: bool, rounds: int = ROUNDS) -> Point:
     prompts = [Prompt(i, f"prompt {i}: a few words about the sea") for i in range(rounds * c)]
-    spec = LoadSpec(base_url=url, concurrency=c, max_tokens=MAX_TOKENS, warmup_requests=1)
+    spec = LoadSettings(base_url=url, concurrency=c, max_tokens=MAX_TOKENS, warmup_requests=1)
     counters = {}
     server_before = standin(url)
     options = RunOptions(

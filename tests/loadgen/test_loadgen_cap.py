@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.closed_loop import _arrival_offsets
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
@@ -43,7 +43,7 @@ def slow_stream_handler(standin, chunks: int, gap_s: float):
 
 def test_in_flight_requests_are_cancelled_after_grace_and_counted_incomplete(standin):
     url = standin.start(slow_stream_handler(standin, chunks=10_000, gap_s=0.02))
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=url, concurrency=2, max_tokens=8, warmup_requests=0, max_seconds=0.3, grace_s=0.3
     )
     begun = time.perf_counter()
@@ -64,7 +64,7 @@ def test_in_flight_requests_are_cancelled_after_grace_and_counted_incomplete(sta
 
 def test_requests_that_finish_within_grace_are_completed(standin):
     url = standin.start(slow_stream_handler(standin, chunks=10, gap_s=0.03))  # ~0.3 s answers
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=url, concurrency=2, max_tokens=8, warmup_requests=0, max_seconds=0.1, grace_s=20
     )
     begun = time.perf_counter()
@@ -80,7 +80,7 @@ def test_requests_that_finish_within_grace_are_completed(standin):
 def test_no_cap_means_every_prompt_runs(standin):
     url = standin.start(slow_stream_handler(standin, chunks=3, gap_s=0.001))
     load = run_load(
-        LoadSpec(base_url=url, concurrency=3, max_tokens=8, warmup_requests=2),
+        LoadSettings(base_url=url, concurrency=3, max_tokens=8, warmup_requests=2),
         PROMPTS,
         RunOptions(progress=False),
     )
@@ -98,7 +98,7 @@ def test_poisson_arrivals_are_seeded_and_never_early(standin):
     gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
     assert sum(gaps) / len(gaps) == pytest.approx(1 / 50.0, rel=0.1)
     url = standin.start(slow_stream_handler(standin, chunks=2, gap_s=0.001))
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=url,
         concurrency=6,
         max_tokens=8,
@@ -114,7 +114,7 @@ def test_poisson_arrivals_are_seeded_and_never_early(standin):
 
 def test_arrivals_after_the_cap_are_not_started(standin):
     url = standin.start(slow_stream_handler(standin, chunks=2, gap_s=0.001))
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=url,
         concurrency=6,
         max_tokens=8,
@@ -132,7 +132,7 @@ def test_arrivals_after_the_cap_are_not_started(standin):
 
 def test_the_cap_holds_across_several_processes(standin):
     url = standin.start(slow_stream_handler(standin, chunks=10_000, gap_s=0.02))
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=url,
         concurrency=4,
         max_tokens=8,

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR
@@ -21,7 +21,7 @@ PROMPTS = [Prompt(i, f"prompt {i}") for i in range(3)]
 
 
 def run(url: str, **kw):
-    spec = LoadSpec(base_url=url, concurrency=1, max_tokens=8, warmup_requests=0, **kw)
+    spec = LoadSettings(base_url=url, concurrency=1, max_tokens=8, warmup_requests=0, **kw)
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     return load, compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
 

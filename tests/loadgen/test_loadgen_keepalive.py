@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
 
@@ -55,7 +55,7 @@ def test_server_that_closes_after_every_answer(standin, concurrency):
         return False
 
     url = standin.start(answering(standin, connections, close_now))
-    spec = LoadSpec(base_url=url, concurrency=concurrency, max_tokens=3, warmup_requests=1)
+    spec = LoadSettings(base_url=url, concurrency=concurrency, max_tokens=3, warmup_requests=1)
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = check_clean(load, spec)
     # each worker resends at most twice, then knows to open a fresh connection per request
@@ -74,7 +74,9 @@ def test_server_that_closes_idle_connections(standin):
         return False  # a request came fast enough; this stand-in still closes after it
 
     url = standin.start(answering(standin, connections, close_when_idle))
-    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=0, request_rate=60.0)
+    spec = LoadSettings(
+        base_url=url, concurrency=4, max_tokens=3, warmup_requests=0, request_rate=60.0
+    )
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     check_clean(load, spec)
 
@@ -87,7 +89,7 @@ def test_connections_are_reused_when_the_server_keeps_them(standin):
         return True
 
     url = standin.start(answering(standin, connections, keep))
-    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=2)
+    spec = LoadSettings(base_url=url, concurrency=4, max_tokens=3, warmup_requests=2)
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = check_clean(load, spec)
     assert metrics["retries"] == 0
@@ -106,7 +108,7 @@ def test_connection_close_header_is_honoured(standin):
         await asyncio.sleep(0.2)
 
     url = standin.start(handler)
-    spec = LoadSpec(base_url=url, concurrency=2, max_tokens=3, warmup_requests=0)
+    spec = LoadSettings(base_url=url, concurrency=2, max_tokens=3, warmup_requests=0)
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     metrics = check_clean(load, spec)
     assert metrics["retries"] == 0  # never tried to reuse: no resend needed
@@ -121,7 +123,7 @@ def test_several_processes_merge_into_one_run(standin):
         return True
 
     url = standin.start(answering(standin, connections, keep))
-    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=3, warmup_requests=1, processes=2)
+    spec = LoadSettings(base_url=url, concurrency=4, max_tokens=3, warmup_requests=1, processes=2)
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     check_clean(load, spec)
     measured = [r for r in load.records if not r.warmup]

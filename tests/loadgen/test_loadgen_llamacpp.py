@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.engines import llama_server_binary
 from tests.support.models import SMOLLM2_WEIGHTS
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.process.ports import free_port
@@ -93,7 +93,7 @@ def test_token_counts_agree_with_the_server(llama_server, concurrency):
     counters. Concurrency 8 > 4 slots: requests queue in the server, still no errors."""
     prompts = load_dataset({"kind": "sharegpt"}, 8).prompts
     before = counters(llama_server)
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=llama_server, concurrency=concurrency, max_tokens=16, warmup_requests=1
     )
     load = run_load(spec, prompts, RunOptions(progress=False))

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.outputs import REPO
 from workflow_scripts.loadgen import processes as lp
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.fan_out import FanOut, LoadProcessDied
 from workflow_scripts.process.machine_use import client_use, process_cpu_s, take_snapshot
@@ -90,7 +90,7 @@ def test_the_measured_end_is_read_before_the_load_processes_are_reaped(pacing_se
     def snapshot() -> None:
         snapshots.append(take_snapshot([server_pid]))
 
-    spec = LoadSpec(base_url=url, concurrency=8, max_tokens=40, warmup_requests=1, processes=2)
+    spec = LoadSettings(base_url=url, concurrency=8, max_tokens=40, warmup_requests=1, processes=2)
     options = RunOptions(progress=False, on_measure_start=snapshot, on_measure_end=snapshot)
     load = run_load(spec, PROMPTS, options)
     assert sum(r.status == "ok" for r in load.records if not r.warmup) == len(PROMPTS)
@@ -138,9 +138,11 @@ def test_cli_records_the_process_choice_and_the_clients_cpu(pacing_server, tmp_p
 ENTRY_SCRIPT = """\
 import json
 sm = snakemake  # noqa: F821  (injected by the preamble, as Snakemake does)
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
-spec = LoadSpec(base_url=sm["url"], concurrency=4, max_tokens=20, warmup_requests=0, processes=2)
+spec = LoadSettings(
+    base_url=sm["url"], concurrency=4, max_tokens=20, warmup_requests=0, processes=2
+)
 prompts = [Prompt(i, f"req-{i} tell me about the sea") for i in range(16)]
 load = run_load(spec, prompts, RunOptions(progress=False))
 print(json.dumps({"ok": sum(r.status == "ok" for r in load.records),
@@ -177,7 +179,9 @@ def test_a_load_process_that_dies_is_named_with_how_it_ended(pacing_server, kill
     the client fails at once, naming that process, when and the signal (not a bare EOFError or
     BrokenPipeError), and ends the other one."""
     url, _ = pacing_server
-    spec = LoadSpec(base_url=url, concurrency=4, max_tokens=4000, warmup_requests=0, processes=2)
+    spec = LoadSettings(
+        base_url=url, concurrency=4, max_tokens=4000, warmup_requests=0, processes=2
+    )
     fan = FanOut(spec, PROMPTS, 2)
 
     async def load() -> None:

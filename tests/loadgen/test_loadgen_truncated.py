@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from workflow_scripts.loadgen.client import LoadSpec, RunOptions, run_load
+from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR, OK
@@ -27,7 +27,7 @@ CLOSE_DELIMITED_HEAD = (
 
 
 def run(url: str):
-    spec = LoadSpec(base_url=url, concurrency=1, max_tokens=8, warmup_requests=0)
+    spec = LoadSettings(base_url=url, concurrency=1, max_tokens=8, warmup_requests=0)
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     return load, compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
 

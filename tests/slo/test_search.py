@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from workflow_scripts.config.search import goal_of, load_label, probe_part, search_spec
+from workflow_scripts.config.search import goal_of, load_label, probe_part, search_settings
 from workflow_scripts.slo.search import Action, Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
@@ -21,7 +21,7 @@ WHERE = "workloads.w.search"
 
 
 def concurrency(lo=1, hi=64, **extra):
-    return search_spec({"over": "concurrency", "min": lo, "max": hi, **extra}, WHERE)
+    return search_settings({"over": "concurrency", "min": lo, "max": hi, **extra}, WHERE)
 
 
 def threshold(limit):
@@ -141,13 +141,15 @@ def test_a_fail_below_a_pass_is_flagged():
 
 
 def test_a_rate_is_bisected_to_its_tolerance():
-    spec = search_spec({"over": "request_rate", "min": 0.5, "max": 16, "tolerance": 0.05}, WHERE)
+    spec = search_settings(
+        {"over": "request_rate", "min": 0.5, "max": 16, "tolerance": 0.05}, WHERE
+    )
     plan, asked, _ = search(spec, threshold(3.3))
     assert loads(asked)[:4] == [0.5, 1.0, 2.0, 4.0]
     lo, hi = plan.largest_passing, plan.smallest_failing
     assert lo <= 3.3 < hi and hi - lo <= 0.05 * hi
     assert all(0.5 <= load <= 16 and isinstance(load, float) for load in loads(asked))
-    tight = search_spec({**spec.to_dict(), "tolerance": 0.001}, WHERE)
+    tight = search_settings({**spec.to_dict(), "tolerance": 0.001}, WHERE)
     tight_plan, tight_asked, _ = search(tight, threshold(3.3))
     assert len(tight_asked) > len(asked)
     assert tight_plan.smallest_failing - tight_plan.largest_passing <= 0.001 * 3.31
@@ -255,11 +257,11 @@ CONC = {"over": "concurrency", "min": 1, "max": 64}
 )
 def test_a_search_that_cannot_be_run_is_refused_naming_its_key(entry, workload, key):
     with pytest.raises(ConfigError, match=rf"config key 'workloads\.w\.{key.replace('.', '[.]')}'"):
-        search_spec(entry, WHERE, workload)
+        search_settings(entry, WHERE, workload)
 
 
 def test_what_may_sit_beside_a_search():
     """A fixed rate beside a concurrency search, and a fixed concurrency (the schema fills one
     in) beside either, are loads a probe keeps."""
-    search_spec(CONC, WHERE, {"concurrency": 4, "request_rate": 2.0})
-    search_spec(RATE, WHERE, {"concurrency": 4, "request_rate": None})
+    search_settings(CONC, WHERE, {"concurrency": 4, "request_rate": 2.0})
+    search_settings(RATE, WHERE, {"concurrency": 4, "request_rate": None})

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from workflow_scripts.config.search import search_spec
+from workflow_scripts.config.search import search_settings
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs.search_files import SearchOutcome
@@ -27,7 +27,7 @@ from workflow_scripts.slo.search import Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
 
 GOAL = Slo.from_config({"tpot_ms": {"percentile": 90, "max": 52}}, "workloads.w.slo")
-SPEC = search_spec({"over": "concurrency", "min": 1, "max": 64}, "workloads.w.search")
+SPEC = search_settings({"over": "concurrency", "min": 1, "max": 64}, "workloads.w.search")
 PROMPTS = 64
 TOKENS = 11
 STAMPS = {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:30Z"}

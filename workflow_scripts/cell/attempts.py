@@ -12,7 +12,7 @@ from typing import Any
 import requests
 
 from ..engines.base import EngineAdapter, SpecCounters
-from ..loadgen.client import LoadResult, LoadSpec, RunOptions, run_load
+from ..loadgen.client import LoadResult, LoadSettings, RunOptions, run_load
 from ..loadgen.datasets import Prompt
 from ..loadgen.metrics import compute_metrics
 from ..process.auth import auth_headers
@@ -89,7 +89,7 @@ class Attempt:
 
 def measure_once(
     cell: Cell,
-    spec: LoadSpec,
+    spec: LoadSettings,
     prompts: list[Prompt],
     window: BenchWindow,
     died: Callable[[str], str | None],

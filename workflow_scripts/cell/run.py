@@ -27,7 +27,7 @@ from ..engines.command import (
     request_fields,
 )
 from ..engines.provision import native_build_mismatch
-from ..loadgen.client import LoadSpec
+from ..loadgen.client import LoadSettings
 from ..loadgen.command import client_argv
 from ..loadgen.datasets import Dataset, Prompt, load_dataset
 from ..loadgen.metrics import compute_metrics
@@ -73,9 +73,9 @@ class CellInputs:
     series_record: Path | None = None  # a shared series' server record (cell.series)
 
 
-def load_spec_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSpec:
+def load_settings_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSettings:
     w = cell.workload_spec
-    return LoadSpec(
+    return LoadSettings(
         base_url=base_url,
         concurrency=w.concurrency,
         max_tokens=w.max_tokens,
@@ -131,7 +131,7 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
                     result["context_guard"] = report.to_dict()
                     report.enforce()  # `fail`, or nothing left: the cell fails before any load
                     command = plan.command
-                    spec = load_spec_for(plan.cell, command.base_url, command.served_model)
+                    spec = load_settings_for(plan.cell, command.base_url, command.served_model)
                     window = ready.window
                     reruns = reruns_allowed(plan.cell, adapter, inputs.thresholds.rerun_disturbed)
                     kept, discarded = measure_until_undisturbed(
@@ -376,7 +376,7 @@ def guard(plan: LaunchPlan, adapter: EngineAdapter) -> tuple[list[Prompt], Conte
 def measured(
     inputs: CellInputs,
     plan: LaunchPlan,
-    spec: LoadSpec,
+    spec: LoadSettings,
     kept: Attempt,
     window: BenchWindow,
 ) -> CellMetrics:

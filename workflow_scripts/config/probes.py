@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..slo.objectives import Slo
-from ..slo.search import CONCURRENCY, ProbeKey, SearchSpec
+from ..slo.search import CONCURRENCY, ProbeKey, SearchSettings
 from ..vocabulary import Cell, ConfigError, SweepPoint
 from . import sweeps
 from .search import goal_of, load_label, probe_part
@@ -32,7 +32,7 @@ class Search:
     workload: str
     workload_entry: Mapping[str, Any]  # the configured workload, as validated
     slo: Slo
-    spec: SearchSpec
+    spec: SearchSettings
     where: str  # the cells entry it comes from (what resources and errors name)
 
     def probe_id(self, key: ProbeKey) -> str:
@@ -64,7 +64,7 @@ class Search:
         return probe_key(self.series, self.workload, self.spec, cell_id)
 
 
-def probe_key(series: str, workload: str, spec: SearchSpec, cell_id: str) -> ProbeKey | None:
+def probe_key(series: str, workload: str, spec: SearchSettings, cell_id: str) -> ProbeKey | None:
     """The (load, extension) a probe id of `series` names; None for any other id (only the
     canonical spelling counts: `c08` is not `c8`; a load outside the search is no probe)."""
     if not cell_id.startswith(series + "-"):

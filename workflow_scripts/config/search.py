@@ -1,5 +1,5 @@
 """Reading a workload's latency-goal search (`workloads.<w>.search`) into the planner's
-`slo.search.SearchSpec`: the checks that refuse a value before anything runs, each naming the key.
+`slo.search.SearchSettings`: checks that refuse a value before anything runs, each naming the key.
 The planner itself (`next_probe`) is in `slo.search`."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..slo.search import (
     RATE_DIGITS,
     REQUEST_RATE,
     Load,
-    SearchSpec,
+    SearchSettings,
 )
 from ..vocabulary import ConfigError
 from .sweeps import AXES, point_part
@@ -27,19 +27,21 @@ SEARCH_KEYS = ("over", "min", "max", "tolerance", "max_extensions", "extension_f
 MIN_RATE = 1e-4  # the smallest rate `:g` writes without an exponent (1e-05 is `1e-05`)
 
 
-def load_label(spec: SearchSpec, load: Load) -> str:
+def load_label(spec: SearchSettings, load: Load) -> str:
     """`c8`, `r2.5`: a probe's load as a point's name writes it."""
     return point_part("", spec.over, load)
 
 
-def probe_part(spec: SearchSpec, workload: str, key: tuple[Load, int]) -> str:
+def probe_part(spec: SearchSettings, workload: str, key: tuple[Load, int]) -> str:
     """The workload part of a probe's cell id: `w-c8`, `w-c8-x1` (extension 1), `w-r2.5`."""
     load, extension = key
     part = point_part(workload, spec.over, load)
     return f"{part}-x{extension}" if extension else part
 
 
-def search_spec(mapping: Any, where: str, workload: Mapping[str, Any] | None = None) -> SearchSpec:
+def search_settings(
+    mapping: Any, where: str, workload: Mapping[str, Any] | None = None
+) -> SearchSettings:
     """The search a config's `search` mapping states; `where` is its key path
     (`workloads.w.search`), `workload` the mapping it sits in (a sweep or a fixed rate beside
     it is refused). Raises ConfigError naming the key."""
@@ -102,7 +104,7 @@ def search_spec(mapping: Any, where: str, workload: Mapping[str, Any] | None = N
         )
     if workload is not None:
         _check_beside(workload, over, where.rpartition(".")[0] or where)
-    return SearchSpec(over, low, high, tolerance, extensions, factor)
+    return SearchSettings(over, low, high, tolerance, extensions, factor)
 
 
 def _check_beside(workload: Mapping[str, Any], over: str, where: str) -> None:
@@ -146,13 +148,13 @@ def _load(value: Any, over: str, where: str) -> Load:
     return rate
 
 
-def goal_of(name: str, workload: Mapping[str, Any]) -> tuple[Slo | None, SearchSpec | None]:
+def goal_of(name: str, workload: Mapping[str, Any]) -> tuple[Slo | None, SearchSettings | None]:
     """A workload's goal and search, checked together: a search needs a goal to decide by."""
     where = f"workloads.{name}"
     slo = Slo.from_config(workload["slo"], f"{where}.slo") if "slo" in workload else None
     spec = None
     if "search" in workload:
-        spec = search_spec(workload["search"], f"{where}.search", workload)
+        spec = search_settings(workload["search"], f"{where}.search", workload)
         if slo is None:
             raise ConfigError(
                 f"config key '{where}.search': a search needs a goal to decide by ({where}.slo)"

@@ -17,7 +17,7 @@ from typing import Any
 from ..atomic import write_json
 from ..terminal import say
 from ..text import first_line
-from ..venv import VenvError, VenvSpec, distribution_metadata, provision_venv
+from ..venv import VenvError, VenvSettings, distribution_metadata, provision_venv
 from . import adapter_for
 from .build_llamacpp import (
     VARIANT_NAMES,
@@ -157,7 +157,7 @@ def provision_venv_engine(
     module = spec["venv"].get("module") or adapter.server_module
     try:
         record = provision_venv(
-            VenvSpec.from_config(spec["venv"]), log_path, label=f"engine {name}"
+            VenvSettings.from_config(spec["venv"]), log_path, label=f"engine {name}"
         )
     except VenvError as exc:
         raise EngineUnusable(f"engine {name}: {exc}", []) from exc

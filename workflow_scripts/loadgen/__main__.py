@@ -26,7 +26,7 @@ from ..atomic import atomic_open, write_json
 from ..process.machine_use import UseSnapshot, client_use, take_snapshot
 from ..process.server import sigterm_raises
 from ..vocabulary import Status
-from .client import LoadResult, LoadSpec, RunOptions, run_load
+from .client import LoadResult, LoadSettings, RunOptions, run_load
 from .datasets import Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics
 from .wire import Endpoint
@@ -168,7 +168,7 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
 
 def summary(
     args: argparse.Namespace,
-    spec: LoadSpec,
+    spec: LoadSettings,
     dataset: Dataset,
     load: LoadResult,
     client: dict[str, Any] | None = None,
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     model = args.model or served_model(args.base_url, api_key)
     if model is None:
         print("note: the server lists no model; requests carry no model name", file=sys.stderr)
-    spec = LoadSpec(
+    spec = LoadSettings(
         base_url=args.base_url,
         concurrency=args.concurrency,
         max_tokens=args.max_tokens,

@@ -19,10 +19,10 @@ from .processes import ProcessChoice, choose_processes
 from .progress import Progress
 from .records import RequestRecord
 from .request import Link, request_body, run_request
-from .spec import LoadSpec
+from .settings import LoadSettings
 from .wire import Endpoint
 
-__all__ = ["LoadResult", "LoadSpec", "RunOptions", "run_load", "run_load_async"]
+__all__ = ["LoadResult", "LoadSettings", "RunOptions", "run_load", "run_load_async"]
 
 WARMUP_PROMPT = "Write a short paragraph about the sea."
 
@@ -72,7 +72,7 @@ class MeasuredPart(Protocol):
     def outcome(self) -> tuple[list[RequestRecord], bool]: ...
 
 
-async def _warmup(spec: LoadSpec, endpoint: Endpoint) -> list[RequestRecord]:
+async def _warmup(spec: LoadSettings, endpoint: Endpoint) -> list[RequestRecord]:
     records = [
         RequestRecord(index=-1 - i, prompt_index=-1, warmup=True)
         for i in range(spec.warmup_requests)
@@ -102,7 +102,7 @@ async def _warmup(spec: LoadSpec, endpoint: Endpoint) -> list[RequestRecord]:
 
 
 async def _measure(
-    spec: LoadSpec, prompts: list[Prompt], options: RunOptions, part: MeasuredPart
+    spec: LoadSettings, prompts: list[Prompt], options: RunOptions, part: MeasuredPart
 ) -> LoadResult:
     """The one order of a load, whichever way its measured part runs: warm up, the start hook,
     the measured part from `t0` (taken right before it), the end hook before the part is closed
@@ -138,7 +138,7 @@ async def _measure(
 
 
 async def run_load_async(
-    spec: LoadSpec, prompts: list[Prompt], options: RunOptions = RunOptions()
+    spec: LoadSettings, prompts: list[Prompt], options: RunOptions = RunOptions()
 ) -> LoadResult:
     if spec.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -153,6 +153,6 @@ async def run_load_async(
 
 
 def run_load(
-    spec: LoadSpec, prompts: list[Prompt], options: RunOptions = RunOptions()
+    spec: LoadSettings, prompts: list[Prompt], options: RunOptions = RunOptions()
 ) -> LoadResult:
     return asyncio.run(run_load_async(spec, prompts, options))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from .datasets import Prompt
 from .records import RequestRecord
 from .request import Link, request_body, run_request
-from .spec import LoadSpec
+from .settings import LoadSettings
 from .wire import Endpoint
 
 
@@ -28,7 +28,7 @@ def _arrival_offsets(count: int, rate: float | None, seed: int) -> list[float] |
 
 
 async def measured(
-    spec: LoadSpec,
+    spec: LoadSettings,
     prompts: list[Prompt],
     t0: float,
     workers: int,
@@ -90,7 +90,7 @@ class InProcess:
 
     poll = None  # the progress counts this process's records itself
 
-    def __init__(self, spec: LoadSpec, prompts: list[Prompt]) -> None:
+    def __init__(self, spec: LoadSettings, prompts: list[Prompt]) -> None:
         self.spec, self.prompts = spec, prompts
         self.records: list[RequestRecord] = []
         self.capped = False

@@ -25,7 +25,7 @@ from ..process.server import die_with_parent
 from .closed_loop import measured
 from .datasets import Prompt
 from .records import ERROR, RequestRecord
-from .spec import LoadSpec
+from .settings import LoadSettings
 
 
 def split_workers(concurrency: int, processes: int) -> list[int]:
@@ -35,7 +35,7 @@ def split_workers(concurrency: int, processes: int) -> list[int]:
     return [base + (i < extra) for i in range(processes)]
 
 
-def _child(pipe, spec: LoadSpec, prompts: list[Prompt], counter, tally, workers: int) -> None:
+def _child(pipe, spec: LoadSettings, prompts: list[Prompt], counter, tally, workers: int) -> None:
     """One worker process: wait for the shared start time, run its workers, send the records.
     It dies with the client (even a SIGKILLed one): no stream outlives the run."""
     die_with_parent()
@@ -106,7 +106,7 @@ class FanOut:
     """The measured part from `processes` spawned processes: they start (and import) while this
     one warms up, wait for the start time `run` sends, and are reaped by `close`."""
 
-    def __init__(self, spec: LoadSpec, prompts: list[Prompt], processes: int) -> None:
+    def __init__(self, spec: LoadSettings, prompts: list[Prompt], processes: int) -> None:
         self.spec, self.prompts, self.processes = spec, prompts, processes
         self.ctx = multiprocessing.get_context("spawn")
         self.counter = self.ctx.Value("q", 0)

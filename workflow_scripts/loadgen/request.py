@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 from .records import ERROR, INCOMPLETE, OK, RequestRecord
-from .spec import LoadSpec
+from .settings import LoadSettings
 from .wire import Connection, Endpoint
 
 
-def request_body(spec: LoadSpec, prompt_text: str) -> dict[str, Any]:
+def request_body(spec: LoadSettings, prompt_text: str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -63,7 +63,7 @@ class Link:
 
 
 async def run_request(
-    link: Link, spec: LoadSpec, request: bytes, record: RequestRecord, t0: float
+    link: Link, spec: LoadSettings, request: bytes, record: RequestRecord, t0: float
 ) -> None:
     """Send one request and fill its record; a cancellation (time cap) marks it incomplete."""
     sent = time.perf_counter()

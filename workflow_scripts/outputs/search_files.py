@@ -24,7 +24,7 @@ from ..atomic import canonical_json, write_json, write_text_if_changed
 from ..config.probes import Search, probe_key
 from ..slo.objectives import Slo
 from ..slo.point import PointResult, evaluate_point, judge
-from ..slo.search import Plan, ProbeKey, SearchSpec, next_probe
+from ..slo.search import Plan, ProbeKey, SearchSettings, next_probe
 from ..slo.verdict import Verdict
 from ..vocabulary import Status
 from .record_index import load_cell
@@ -182,7 +182,7 @@ def settled_verdict(
     return Verdict(data["verdict"])
 
 
-def walk(spec: SearchSpec, verdict_of: Callable[[ProbeKey], Verdict | None]) -> list[ProbeKey]:
+def walk(spec: SearchSettings, verdict_of: Callable[[ProbeKey], Verdict | None]) -> list[ProbeKey]:
     """The probes a search walks, in order, asking `verdict_of` for each (in a Snakefile: the
     probe's checkpoint, which schedules the probe and stops the walk while it is missing).
     Ends at the plan's answer, or at a probe that failed (None): retried next run, and a
@@ -259,7 +259,7 @@ def probe_cells(cells_dir: str | Path, searches: Iterable[Search]) -> list[str]:
     return out
 
 
-def measured_probes(search: Mapping[str, Any], spec: SearchSpec, cells_dir: str | Path):
+def measured_probes(search: Mapping[str, Any], spec: SearchSettings, cells_dir: str | Path):
     """Every probe of the series measured so far (on the path of the current walk or not): key ->
     (metrics, records). A probe outside the walk is what shows a non-monotone law."""
     out = {}
@@ -286,7 +286,7 @@ class SearchOutcome:
     drafter: str
     workload: str
     slo: Slo
-    spec: SearchSpec
+    spec: SearchSettings
     plan: Plan
     results: Mapping[ProbeKey, PointResult]
     failed: Mapping[ProbeKey, str] = field(default_factory=dict)
@@ -302,7 +302,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
     goal, and the plan those verdicts give (a failed probe gives no verdict: the plan asks for
     it again)."""
     slo = Slo.from_dict(search["slo"])
-    spec = SearchSpec.from_dict(search["search"])
+    spec = SearchSettings.from_dict(search["search"])
     results: dict[ProbeKey, PointResult] = {}
     failed: dict[ProbeKey, str] = {}
     for key, (metrics, records) in measured_probes(search, spec, cells_dir).items():

@@ -17,7 +17,7 @@ from ..atomic import write_text
 from ..config.search import load_label
 from ..slo.bounds import CONFIDENCE
 from ..slo.point import PointResult
-from ..slo.search import ProbeKey, SearchSpec, Step
+from ..slo.search import ProbeKey, SearchSettings, Step
 from ..vocabulary import NO_DRAFTER
 from .search_files import SearchOutcome
 from .slo_text import attainment_text, objective_text
@@ -84,7 +84,7 @@ DRAFTER_GOAL_COLUMNS = [
 ]
 
 
-def probe_text(spec: SearchSpec, step: Step, result: PointResult | None) -> str:
+def probe_text(spec: SearchSettings, step: Step, result: PointResult | None) -> str:
     """`c8 n=64 pass (tpot p90 38.0 hi 41.2 ≤ 52 ms)`: a probe, its requests, its verdict and
     the parts that gave it (every part of a pass; the failing or straddling ones otherwise)."""
     name = load_label(spec, step.load) + (f" ext{step.extension}" if step.extension else "")
@@ -99,7 +99,7 @@ def probe_text(spec: SearchSpec, step: Step, result: PointResult | None) -> str:
     return f"{name} n={result.completed} {result.verdict} ({', '.join(parts)})"
 
 
-def load_text(spec: SearchSpec, load: Any, at_max: bool = False) -> str:
+def load_text(spec: SearchSettings, load: Any, at_max: bool = False) -> str:
     """`c=8`, `r=2.5/s`; `at least c=64` where the search's max passed; `no passing load`."""
     if load is None:
         return "no passing load"

@@ -39,7 +39,7 @@ RATE_DIGITS = 6  # a rate probe's load, rounded as `point_part` writes it (`:g`)
 
 
 @dataclass(frozen=True)
-class SearchSpec:
+class SearchSettings:
     """Where a series' search looks and how hard it tries on an unresolved point."""
 
     over: str  # concurrency | request_rate
@@ -77,7 +77,7 @@ class SearchSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchSpec:
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchSettings:
         """A search as `to_dict` wrote it (the project's own search file; checked when the config
         was read, so not again)."""
         return cls(
@@ -171,7 +171,7 @@ class _Missing(Exception):
         self.key = key
 
 
-def next_probe(spec: SearchSpec, verdicts: Mapping[ProbeKey, Verdict | str]) -> Plan:
+def next_probe(spec: SearchSettings, verdicts: Mapping[ProbeKey, Verdict | str]) -> Plan:
     """The next probe of a search, or its answer, from the verdicts measured so far (keyed
     `(load, extension)`; keys the walk does not reach are ignored for the walk, and only read
     to flag a fail below a pass)."""
@@ -207,7 +207,7 @@ def next_probe(spec: SearchSpec, verdicts: Mapping[ProbeKey, Verdict | str]) -> 
     )
 
 
-def _walk(spec: SearchSpec, decide: Callable[[Load], Verdict]) -> Load | None:
+def _walk(spec: SearchSettings, decide: Callable[[Load], Verdict]) -> Load | None:
     """The largest load shown to pass (None: not even min): doubling until a load does not
     pass, then bisection between the largest pass and the smallest load not shown to pass."""
     largest: Load | None = None

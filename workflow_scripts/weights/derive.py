@@ -32,7 +32,7 @@ from ..atomic import canonical_json, write_json
 from ..paths import cache_dir
 from ..registry_fetch import sha256_file
 from ..text import first_line
-from ..venv import VenvError, VenvSpec, provision_venv
+from ..venv import VenvError, VenvSettings, provision_venv
 from ..vocabulary import Status
 from .files import StepInputs, WeightsError, check_free_space, file_entry
 
@@ -120,7 +120,7 @@ class Derivation:
     source_model: str
     source_quant: str
     engine: str | None
-    venv: VenvSpec | None
+    venv: VenvSettings | None
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Derivation:
@@ -139,7 +139,7 @@ class Derivation:
             source_model=origin["model"],
             source_quant=origin["quant"],
             engine=spec.get("engine"),
-            venv=VenvSpec.from_config(spec["venv"]) if convert in USES_VENV else None,
+            venv=VenvSettings.from_config(spec["venv"]) if convert in USES_VENV else None,
         )
 
     @property

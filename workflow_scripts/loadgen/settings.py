@@ -1,4 +1,4 @@
-"""What a load is asked to do: the one spec every part of the load generator reads, kept apart
+"""What a load is asked to do: the settings every part of the load generator reads, kept apart
 so the request, worker and process modules need not import the entry point."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from .wire import Endpoint
 
 
 @dataclass(frozen=True)
-class LoadSpec:
+class LoadSettings:
     """How to load a server. `api_key` is sent as a header and never written anywhere."""
 
     base_url: str
