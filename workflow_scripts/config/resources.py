@@ -19,10 +19,15 @@ from .matrix import Matrix, build_matrix
 BLOCKED_SIZES = {"gpu": 0, "cpus_per_task": 1, "mem_mb": 1024, "runtime": 5}
 
 
-def merge_resources(*layers: dict[str, Any] | None) -> dict[str, Any]:
-    """Later layers win, key by key."""
+def layered_resources(config: dict[str, Any], engine: str, entry: int) -> dict[str, Any]:
+    """The matrix-wide `resources`, overridden key by key by engine `engine`'s, overridden by
+    those of `cells` entry `entry` (its index): a fresh dict, the config untouched."""
     merged: dict[str, Any] = {}
-    for layer in layers:
+    for layer in (
+        config.get("resources"),
+        config["engines"][engine].get("resources"),
+        config["cells"][entry].get("resources"),
+    ):
         merged.update(layer or {})
     return merged
 
@@ -35,11 +40,7 @@ def resources_by_cell(
     matrix = matrix or build_matrix(config)
     out: dict[str, dict[str, Any]] = {}
     for cell in matrix.cells:
-        resources = merge_resources(
-            config.get("resources"),
-            config["engines"][cell.engine].get("resources"),
-            config["cells"][matrix.entry_of[cell.id]].get("resources"),
-        )
+        resources = layered_resources(config, cell.engine, matrix.entry_of[cell.id])
         if cell.blocked:
             resources.update(BLOCKED_SIZES)
             resources.pop("slurm_extra", None)
@@ -53,11 +54,7 @@ def resources_by_search(
     """Searched series -> the resources each of its probes asks for (as its cells entry's cells)."""
     matrix = matrix or build_matrix(config)
     return {
-        series: merge_resources(
-            config.get("resources"),
-            config["engines"][search.template.engine].get("resources"),
-            config["cells"][matrix.entry_of[series]].get("resources"),
-        )
+        series: layered_resources(config, search.template.engine, matrix.entry_of[series])
         for series, search in matrix.searches.items()
     }
 
