@@ -1,7 +1,7 @@
 """Per-slot context guard: llama.cpp splits `-c` across `--parallel` slots, so a long prompt can
-be refused (HTTP 400) by a server whose total context looked ample; the seeds lost 18 requests
-that way. Before the load starts, count every prompt with the server's own tokenizer and chat
-template, and compare prompt + `max_tokens` with what one slot holds. The config says what
+be refused (HTTP 400) by a server whose total context looks ample (docs/config.md). Before the
+load starts, count every prompt with the server's own tokenizer and chat template, and compare
+prompt + `max_tokens` with what one slot holds. The config says what
 follows (`context_guard`):
 
 - `skip`: drop the prompts that cannot fit; their indices and counts go into metrics.json;
