@@ -1,6 +1,6 @@
 """The functions rules hand Snakemake per job (inputs, params, resources, group, threads), with
 their signatures looked up once. Snakemake inspects a job function's signature at every call, two
-or three times per call (`snakemake.common.get_function_params`): at 1000 sweep points that was
+or three times per call (`snakemake.common.get_function_params`): at 1000 sweep points that is
 3 % of a dry run's instructions. Its own helpers (`subpath`, `as_py_module`) set the signature
 with `overwrite_function_params`; so does `job_function`. A Snakemake without that hook only
 loses the saving (tests/test_job_functions.py checks the installed one has it)."""

@@ -190,7 +190,7 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (canonical-JSON-able: the cell rule's params), as the config spells it. It
         shares the cell's mappings (made for a large matrix at every parse of the Snakefile,
-        where a deep copy was a third of the parse): serialize it or copy it, never edit it."""
+        where a deep copy would be a third of the parse): serialize it or copy it, never edit it."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["workload_spec"] = self.workload_spec.to_dict()
         out["run"] = self.run.to_dict()

@@ -20,7 +20,8 @@ def failure_count(failures_dir: str | Path, cell_id: str) -> int:
 def failure_counts(failures_dir: str | Path) -> dict[str, int]:
     """Every key's failure count, read in one listing: the Snakefile takes them at parse time
     for its jobs' params (most cells of a large matrix have no counter, and a failed open for
-    each was 0.35 % of a 1000-point dry run). A count bumped during a run counts from the next."""
+    each would cost 0.35 % of a 1000-point dry run). A count bumped during a run counts from the
+    next."""
     counts = {}
     for path in Path(failures_dir).glob("*.count"):
         count = failure_count(failures_dir, path.stem)

@@ -57,9 +57,9 @@ def write_series_files(cells_dir: str | Path, launches: Mapping[str, Mapping[str
 
     The server job takes its cell from this file, not from a param or its command line, so that
     it never has a reason of its own to run (nor a record older than its inputs, which would be
-    one): Snakemake 9.27 does not look at a service's
-    consumers one by one once the service has one (a changed param), and a new point of the
-    series was then never planned. It runs when, and only when, a point needs it."""
+    one): Snakemake 9.27 does not look at a service's consumers one by one once the service
+    has one (a changed param), and then never plans a new point of the series. It runs when,
+    and only when, a point needs it."""
     for name, cell in launches.items():
         path = record_path(cells_dir, name)
         if not path.exists():

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 MAX_DETAIL = 500
 # One SSE line (one event of a stream): an OpenAI chunk is a few hundred bytes, a whole answer
 # sent as one event rarely past a hundred KB. A line past this fails the request instead of
-# growing the buffer without bound (a 64 MB line took 24 s and 356 MB before the cap).
+# growing the buffer without bound (uncapped, a 64 MB line costs about 24 s and 356 MB).
 MAX_EVENT_BYTES = 1 << 20
 # Why a request did not complete (besides `http_<status>`, `connection`, `stream_error`, ...).
 TRUNCATED = "truncated"

@@ -28,8 +28,8 @@ LOG_SCALE_SPREAD = 20  # a latency axis turns logarithmic when max/min exceeds t
 
 def save_figure(fig, path: str | Path, svg: bool = True) -> None:
     """Write PNG, and SVG beside it unless `svg` is false, atomically (temp file, then rename).
-    A cell's card draws PNG only: two SVG files per cell were a twentieth of planning a large
-    sweep (docs/measured.md, "Planning a large sweep"), for figures the summary has as SVG."""
+    A cell's card draws PNG only: two SVG files per cell would add a twentieth to planning a
+    large sweep (docs/measured.md, "Planning a large sweep"), for figures the summary has as SVG."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

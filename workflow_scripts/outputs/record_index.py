@@ -1,10 +1,10 @@
 """The index of every cell's record files: the one input of each table and figure rule.
 
 Each table and figure reads every cell's metrics.json and requests.jsonl. Named as inputs of
-each of those rules, they were most of a large matrix's dry run (1000 points: 9000 edges to
-resolve, as many files to check). One job (rule `records`) now takes them and writes this
+each of those rules, they would be most of a large matrix's dry run (1000 points: 9000 edges
+to resolve, as many files to check). So one job (rule `records`) takes them and writes this
 index; the tables and figures take the index alone. A cell redone makes its records newer than
-the index, so the index is rewritten and every table and figure follows, as before.
+the index, so the index is rewritten and every table and figure follows.
 
 A cell's metrics.json stands for all of its records: the cell job writes it last, after its
 requests.jsonl and memory.csv (`cell.record.write_outputs`), so it is never older than they are.

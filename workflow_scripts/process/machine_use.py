@@ -4,7 +4,7 @@ bench's start and end (`take_snapshot`), judged by pure functions into metrics.j
 and `interference` objects, and described for cards and the summary (`*_note`).
 
 - Client CPU: user + system time of its tree over the bench, in % of one core; and the busiest
-  process's. An asyncio process handles one chunk at a time, so one near a full core was
+  process's. An asyncio process handles one chunk at a time, so one near a full core is
   queueing chunks and adding latency of its own: `limited`.
 - Other CPU: busy time of the whole machine (/proc/stat user + nice + system over every core)
   minus the server's and the client's tree CPU over the same window, in % of one core. irq and
