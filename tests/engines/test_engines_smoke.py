@@ -2,15 +2,19 @@
 tiny mixed-type model, fallback through the build variants, and one clear reason when none runs.
 
 Stand-ins: `fixtures/engines/crashing_server.py` plays a binary that dies of SIGILL (or
-SIGSEGV) at its first decode — a real binary cannot be made to do that on a CPU that runs it.
-The builder is replaced by one that hands out those stand-ins for some variants (and the real
-llama-server for the others) so a fallback happens in seconds instead of builds of minutes.
+SIGSEGV) at its first decode — a real binary cannot be made to do that on a CPU that runs it —
+and a tiny C program compiled here plays a build for instructions this CPU lacks: it executes
+one that no CPU has. The builder is replaced by one that hands out those stand-ins for some
+variants (and the real llama-server for the others) so a fallback happens in seconds instead of
+builds of minutes.
 """
 
 from __future__ import annotations
 
 import json
-import platform
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -201,48 +205,50 @@ def test_fallback_records_each_attempt_and_cells_run_on_the_build_that_passed(tm
     assert result["engine_info"]["attempts"][0]["outcome"] == "failed"
 
 
-def _missing_isa_flags(cpuinfo: str | None = None, machine: str | None = None) -> list[str] | str:
-    """cmake flags for x86 instructions this CPU lacks and the build executes unconditionally,
-    else why there are none. Only AVX-512 qualifies: `-DGGML_AVX512=ON` compiles the whole CPU
-    backend for it, so any matmul traps. AMX (and AVX-512 BF16/VNNI kernels) are reached only
-    after ggml's run-time check of the CPU, so a build with them runs on a CPU without them (as
-    seen on an AVX-512, no-AMX Zen 4), and on Arm no x86 flag applies."""
-    machine = machine or platform.machine()
-    if machine not in ("x86_64", "AMD64", "i686"):
-        return f"a {machine} CPU: the x86 instruction-set flags this test plants do not apply"
-    flags = set((cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()).split())
-    if "avx512f" not in flags:
-        return ["-DGGML_AVX512=ON"]
-    return (
-        "this CPU has AVX-512; what it may lack beyond (AMX, AVX-512 BF16) ggml uses only after "
-        "a run-time check, so no build flag makes a binary that must die of SIGILL here"
-    )
+# STAND-IN for a build with instructions this CPU lacks: it runs one instruction that is
+# undefined on every CPU of its architecture, so it dies of SIGILL wherever it runs.
+TRAPPING_PROGRAM = r"""
+int main(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("ud2");
+#elif defined(__aarch64__)
+    __asm__ volatile("udf #0");
+#else
+#error "no undefined instruction known for this architecture"
+#endif
+    return 0;
+}
+"""
 
 
-def test_only_instructions_a_build_executes_unconditionally_are_planted():
-    """The choice above on the CPUs the suite meets (their /proc/cpuinfo flags as text)."""
-    avx2_only = "flags : fpu sse4_2 avx avx2 fma f16c"
-    zen4 = avx2_only + " avx512f avx512bw avx512_vnni avx512_bf16"
-    sapphire_rapids = zen4 + " amx_tile amx_int8 amx_bf16"
-    assert _missing_isa_flags(avx2_only, "x86_64") == ["-DGGML_AVX512=ON"]
-    assert "run-time check" in _missing_isa_flags(zen4, "x86_64")
-    assert "run-time check" in _missing_isa_flags(sapphire_rapids, "x86_64")
-    assert "aarch64" in _missing_isa_flags("Features : fp asimd sve", "aarch64")
+def trapping_binary(folder: Path) -> Path:
+    """TRAPPING_PROGRAM compiled by this machine's C compiler (a fraction of a second)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler here to make a binary that traps")
+    source, binary = folder / "trap.c", folder / "trap"
+    source.write_text(TRAPPING_PROGRAM)
+    subprocess.run([compiler, "-O0", "-o", str(binary), str(source)], check=True, timeout=120)
+    return binary
 
 
-@pytest.mark.slow
-def test_a_real_build_for_instructions_this_cpu_lacks_is_caught_by_the_smoke_test(tmp_path):
-    """A real build (minutes, cached afterwards) of the portable variant plus instructions this
-    CPU does not have: it compiles, and the smoke test catches it dying of SIGILL."""
-    flags = _missing_isa_flags()
-    if isinstance(flags, str):
-        pytest.skip(flags)
-    spec = {"build": {"variants": ["portable"], "cmake_flags": flags}, "settings": {"threads": 2}}
+def test_a_build_that_executes_an_instruction_this_cpu_lacks_is_caught_by_the_smoke_test(
+    tmp_path,
+):
+    """The engine step as it runs (variants, smoke test, verdict) on a binary that dies of SIGILL
+    at its first instruction. STAND-IN for the build: a compiled C program made to trap (`ud2`),
+    not llama-server built with flags this CPU lacks, which takes a full build (~17 min on two
+    cores) to show the same signal."""
+    binary = trapping_binary(tmp_path)
+    assert subprocess.run([str(binary)], timeout=60).returncode == -signal.SIGILL
+    builder = _standin_builder({"portable": [str(binary)]}, tmp_path)
+    spec = {"build": {"variants": ["portable"]}, "settings": {"threads": 2}}
     with pytest.raises(EngineUnusable) as caught:
-        provision_build("impossible", spec, str(tmp_path / "engine.log"))
+        provision_build("impossible", spec, str(tmp_path / "engine.log"), builder=builder)
     (attempt,) = caught.value.attempts
     assert attempt["variant"] == "portable"
     assert "SIGILL (illegal instruction" in attempt["reason"], attempt["reason"]
+    assert str(caught.value).startswith("no build variant of llama-server runs on this machine")
 
 
 def test_a_native_build_from_another_cpu_is_refused_before_launch(tmp_path):
