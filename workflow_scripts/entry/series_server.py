@@ -1,8 +1,8 @@
 """The series' server rule's body, run as `python -m workflow_scripts.entry.series_server`.
 
 A `shell:` rule, not a `script:` one: Snakemake ends a service job by terminating the process its
-shell() started, and a script job's process is not one it keeps (Snakemake 9.27: the server ran
-on after its last point, and the run never ended).
+shell() started, and a script job's process is not one it keeps (on Snakemake 9.27 a `script:`
+server runs on after its last point, and the run never ends).
 """
 
 import argparse

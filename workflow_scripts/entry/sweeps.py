@@ -1,3 +1,5 @@
+"""Rule `sweeps`: the sweep tables (sweeps, pareto, spec_gain_sweep, spec_crossover) and figures."""
+
 import json
 
 from workflow_scripts.entry import stderr_to_log
