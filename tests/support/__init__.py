@@ -1,4 +1,5 @@
 """What the tests share, one definition each: the model entries and weights specs they run
 (`models`), config builders (`config`, `pipeline`), engine helpers and the cached llama-server
-(`engines`), the result fixtures (`outputs`), and the stand-ins for a Docker daemon
-(`standin_docker`) and a Slurm cluster (`slurm_cluster`). Fixtures live in tests/conftest.py."""
+(`engines`), the result fixtures (`outputs`), the README default run's results when CI names
+them (`default_run`), and the stand-ins for a Docker daemon (`standin_docker`) and a Slurm
+cluster (`slurm_cluster`). Fixtures live in tests/conftest.py."""
