@@ -1,1 +1,11 @@
-"""LLM serving benchmark pipeline: all logic behind the Snakemake rules."""
+"""LLM serving benchmark pipeline: all logic behind the Snakemake rules.
+
+Packages, top to bottom (each imports only from those below it): `entry` (the rules' bodies),
+`outputs` (tables, cards, figures, the report), `cell` (the run of one cell), `config` (the
+config to cells), `slo` (latency goals and the search's planner), `engines` (one adapter per
+engine kind), `weights` (weights fetched, made or derived), `loadgen` (the load generator),
+`process` (a server process, ports, memory). Above them all, `dag` builds the DAG of a config
+for the rules; `plan` and `compare` are the `python -m` CLIs. Leaves: `vocabulary` (the words every package
+shares), `job_functions` (the rules' per-job functions), `venv`, `registry_fetch`, `atomic`,
+`paths`, `text`, `redact`, `terminal`, `exits`.
+"""

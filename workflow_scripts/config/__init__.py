@@ -3,7 +3,8 @@
 formats; `secrets`: no key or token anywhere a config can put one), YAML loaded within a bound
 (`bounded_yaml`), derived and synthetic weights resolved to their sources (`derived`), the matrix
 expanded into cells with their resolved settings (`matrix`: choose -> resolve -> expand repeats),
-the Slurm and local resources each cell asks for (`resources`), a latency-goal search's settings
-and its planner (`search`), and the commands a matrix would run, printed without running them
-(`plan`, also `python -m workflow_scripts.plan`). Nothing here downloads, builds or starts
+a workload's sweep as one point per value (`sweeps`), a latency-goal search read into the
+planner's settings (`search`) and its probes as cells (`probes`), the Slurm and local resources
+each cell asks for (`resources`), and the commands a matrix would run, printed without running
+them (`plan`, also `python -m workflow_scripts.plan`). Nothing here downloads, builds or starts
 anything."""

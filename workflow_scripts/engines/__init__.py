@@ -1,4 +1,9 @@
-"""Engine adapters, registered by kind. Adding an engine = one module here + a config entry."""
+"""Engine adapters, registered by kind (`registry`), each answering the same questions
+(`base`): llama.cpp (`llamacpp`), vLLM (`vllm`), SGLang (`sglang`), with Prometheus text read by
+`promtext`. An engine provisioned once per config entry (`provision`): llama.cpp built from the
+pinned tree (`build_llamacpp`, the CPU features a native build compiles in: `cpu_isa`) and
+proven to run here (`smoke`); the server command of a cell (`command`). Adding an engine = one
+adapter module here + a config entry."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """The rules' bodies: `entry/<rule>.py` is the `script:` of rule `<rule>` (`series_server.py`
 the module its `shell:` line runs). Each reads the `snakemake` object (inputs, outputs, params,
 log) and calls pure functions of workflow_scripts with plain values, with stderr going to the
-rule's log (`stderr_to_log`); nothing below `entry/` sees the Snakemake object."""
+rule's log (`stderr_to_log`); nothing below `entry/` sees the Snakemake object.
+
+Rules: `engine`, `weights`, `cell`, `series_server`, `cell_slo` (a checkpoint), `card`,
+`records`, `aggregate`, `comparisons`, `summary_plots`, `concurrency_figure`,
+`reference_figure`, `sweeps`, `slo_tables`, `overview`, `html_report`."""
 
 from __future__ import annotations
 

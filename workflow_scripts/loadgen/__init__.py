@@ -1,5 +1,6 @@
-"""Streaming load generator for OpenAI-compatible servers, library and `python -m` CLI: the load's
-settings (`settings`), its one order of warm-up, hooks and measured part (`client`), run in this process
+"""Streaming load generator for OpenAI-compatible servers, library and CLI (`__main__`,
+`python -m workflow_scripts.loadgen`, also `llmbench-load`): the load's settings (`settings`),
+its one order of warm-up, hooks and measured part (`client`), run in this process
 (`closed_loop`) or fanned out over several (`fan_out`, how many: `processes`), one request over a
 connection (`request`, sockets in `wire`), bytes -> events -> a record (`sse`, `records`), records
 -> metrics (`metrics`), prompts (`datasets`), the command line a cell's load equals (`command`)

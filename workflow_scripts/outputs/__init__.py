@@ -3,9 +3,12 @@ for the table and figure rules by `record_index`): the summary and index tables 
 spec-decode gain table (`spec_gain`), both written to disk by `writers` for the summary rules
 (`aggregate`); pairs of cells, engine against engine and quant against quant (`cell_pairs`); two
 result folders compared (`compare_runs`, also `python -m workflow_scripts.compare`); a config's
-published figures (`reference`); result cards (`card/`); figures (`plots`, `plots_cell`); the
-HTML report (`report_html`); the table a run ends with (`run_end`, `compact`); a cell's
-intervals (`stats`), the change between two cells (`changes`), a run's steadiness (`stability`),
-repeats folded into one row (`repeats`); the latency-goal tables, each series' largest load
+published figures (`reference`); result cards (`card/`); figures (`plots`, `plots_cell`); load
+sweeps' tables, cards and figures (`sweeps/`); the HTML report (`report_html`) and its front
+page (`front_page`); the table a run ends with (`run_end`, `compact`); a cell's intervals
+(`stats`), the change between two cells (`changes`), a run's steadiness (`stability`), repeats
+folded into one row (`repeats`); a latency-goal search on disk, without pandas (`search_files`:
+goal files, judgements, the walk of its probes), each cell judged against its goal
+(`slo_cells`, read as table text by `slo_text`) and the goal tables, each series' largest load
 within its goal and the drafter at the goal (`slo_tables`). What the Snakefile needs while it is
 parsed is in `labels`, which imports neither pandas nor matplotlib."""
