@@ -4,7 +4,7 @@ law server (`fixtures/sweeps/law_server.py`: a real server process with a known 
 where a STAND-IN interference judgement (cell.attempts' `interference`, replaced) calls the first
 attempt disturbed: a busy process planted on this shared 2-core machine could not be kept from
 disturbing the second attempt too, and whether the real judgement sees a busy loop is
-tests/cell/test_machine_use.py's."""
+tests/process/test_machine_use.py's."""
 
 from __future__ import annotations
 

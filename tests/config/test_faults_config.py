@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.faults.pipeline import files_holding
 
+from tests.fixtures.faults.pipeline import files_holding
 from tests.support.config import default_config, setter
 from tests.support.pipeline import run_snakemake, write_config
 from workflow_scripts.config.matrix import (

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
-from fixtures.faults.pipeline import files_holding
 
+from tests.fixtures.faults.pipeline import files_holding
 from tests.support.engines import (
     left_behind,
     llama_server_binary,

@@ -11,7 +11,7 @@ import copy
 import csv
 from pathlib import Path
 
-from tests.outputs.test_outputs_sweeps import done_series, outputs_under
+from tests.outputs.test_sweeps import done_series, outputs_under
 from tests.support.outputs import BASE, fixture_metrics
 from workflow_scripts.outputs import cell_pairs, sweeps
 from workflow_scripts.outputs.changes import FASTER

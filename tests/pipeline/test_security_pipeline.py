@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures.faults.pipeline import files_holding
-from fixtures.weights.hub_standin import FakeRepo, Faults, HubStandIn
 
+from tests.fixtures.faults.pipeline import files_holding
+from tests.fixtures.weights.hub_standin import FakeRepo, Faults, HubStandIn
 from tests.support.engines import smollm2_gguf
 from tests.support.pipeline import run_snakemake, tiny_config, tiny_workload, write_config
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fixtures.weights.hub_standin import TINY_REPO, HubStandIn, tiny_repo
 
+from tests.fixtures.weights.hub_standin import TINY_REPO, HubStandIn, tiny_repo
 from tests.support.pipeline import snakemake_argv
 
 pytestmark = pytest.mark.standin

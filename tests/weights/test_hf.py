@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.weights.hub_standin import (
+
+from tests.fixtures.weights.hub_standin import (
     BIG_FILE_BYTES,
     SHA_MAIN,
     SHA_V1,
@@ -27,7 +28,6 @@ from fixtures.weights.hub_standin import (
     gb10_repos,
     tiny_repo,
 )
-
 from workflow_scripts.config.matrix import load_cells
 from workflow_scripts.weights.fetch import WeightsError, fetch_weights
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.loadgen.test_loadgen_cli import run_cli
+from tests.loadgen.test_cli import run_cli
 
 pytestmark = pytest.mark.standin
 
