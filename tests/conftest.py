@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
+
+from tests.support import http_standin
 
 # --- load generator: stand-in HTTP servers on 127.0.0.1 (a real server cannot show every fault)
 
@@ -71,43 +72,13 @@ class StandinServers:
             thread.join(5)
         self._running.clear()
 
-    # -- helpers for handlers ----------------------------------------------------------------
+    # -- helpers for handlers: the HTTP of tests/support/http_standin.py --------------------
 
-    @staticmethod
-    async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict, bytes]:
-        """One HTTP/1.1 request: method, path, lower-cased headers, body."""
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, path, _ = lines[0].split(" ", 2)
-        headers = {}
-        for line in lines[1:]:
-            key, sep, value = line.partition(":")
-            if sep:
-                headers[key.strip().lower()] = value.strip()
-        body = await reader.readexactly(int(headers.get("content-length", 0)))
-        return method, path, headers, body
-
-    @staticmethod
-    def sse_head(extra: str = "") -> bytes:
-        return (
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            f"Transfer-Encoding: chunked\r\n{extra}\r\n"
-        ).encode()
-
-    @staticmethod
-    def chunk(data: bytes) -> bytes:
-        """One HTTP chunk."""
-        return b"%x\r\n%s\r\n" % (len(data), data) if data else b"0\r\n\r\n"
-
-    @classmethod
-    def event(cls, obj) -> bytes:
-        """One SSE data event (JSON object, or raw bytes as given) in one HTTP chunk."""
-        payload = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-        return cls.chunk(b"data: " + payload + b"\n\n")
-
-    @staticmethod
-    def content(text: str) -> dict:
-        return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    read_request = staticmethod(http_standin.read_request)
+    sse_head = staticmethod(http_standin.sse_head)
+    chunk = staticmethod(http_standin.chunk)
+    event = staticmethod(http_standin.event)
+    content = staticmethod(http_standin.content)
 
     @staticmethod
     def usage(prompt_tokens: int, completion_tokens: int) -> dict:
