@@ -1,24 +1,21 @@
 rule cell:
     input:
-        unpack(cell_inputs),
+        unpack(JOBS.cell_inputs),
     output:
-        metrics=f"{RESULTS}/cells/{{cell}}/metrics.json",
-        requests=f"{RESULTS}/cells/{{cell}}/requests.jsonl",
-        memory=f"{RESULTS}/cells/{{cell}}/memory.csv",
-        server_log=f"{RESULTS}/cells/{{cell}}/server.log",
+        **JOBS.outputs("cell"),
     log:
         "logs/cells/{cell}.log",
     group:
-        cell_group
+        JOBS.cell_group
     conda:
         "../envs/bench.yaml"
-    threads: cell_threads
+    threads: JOBS.cell_threads
     resources:
-        **CELL_RULE_RESOURCES,
+        **GRAPH.cell_rule_resources(),
     params:
-        cell=cell_settings,
-        failed_attempts=cell_failures,
-        failures_dir=FAILURES,
+        cell=JOBS.cell_settings,
+        failed_attempts=JOBS.cell_failures,
+        failures_dir=GRAPH.failures,
     script:
         "../workflow_scripts/entry/cell.py"
 
@@ -28,9 +25,9 @@ rule cell:
 # It holds the machine (`machine=1`, the default profile's `resources`) while its points run.
 rule series_server:
     input:
-        unpack(series_inputs),
+        unpack(JOBS.series_inputs),
     output:
-        server=service(f"{RESULTS}/cells/.series/{{series}}.json"),
+        server=service(GRAPH.series_record("{series}")),
     log:
         "logs/series/{series}.log",
     group:
@@ -39,14 +36,14 @@ rule series_server:
         "../envs/bench.yaml"
     threads: 0
     resources:
-        **SERIES_RULE_RESOURCES,
+        **GRAPH.series_rule_resources(),
         machine=1,
     params:
         # paths only (they change with results_dir, and then nothing has run there): a param
         # that can change would give this job a reason of its own to run (cell/series.py)
-        inputs=series_input_args,
-        launch=series_launch_file,
-        failures_dir=FAILURES,
+        inputs=JOBS.series_input_args,
+        launch=JOBS.series_launch_file,
+        failures_dir=GRAPH.failures,
     shell:
         'PYTHONPATH="$LLMBENCH_WORKFLOW" exec "$LLMBENCH_PYTHON" -m'
         " workflow_scripts.entry.series_server {log:q} --server {output.server:q}"

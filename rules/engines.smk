@@ -1,6 +1,6 @@
 rule engine:
     output:
-        stamp=f"{RESULTS}/engines/{{engine}}.json",
+        **JOBS.outputs("engine"),
     log:
         "logs/engines/{engine}.log",
     localrule: True
@@ -9,8 +9,8 @@ rule engine:
     resources:
         machine=1,
     params:
-        spec=engine_spec,
-        failed_attempts=engine_failures,
-        failures_dir=FAILURES,
+        spec=JOBS.engine_spec,
+        failed_attempts=JOBS.engine_failures,
+        failures_dir=GRAPH.failures,
     script:
         "../workflow_scripts/entry/engine.py"

@@ -7,32 +7,11 @@
 
 rule card:
     input:
-        unpack(card_goal),
+        unpack(JOBS.card_goal),
         # for the cell's records: the cell job writes it last (outputs/record_index.py)
-        metrics=f"{RESULTS}/cells/{{cell}}/metrics.json",
+        metrics=GRAPH.pattern("cell", "metrics"),
     output:
-        card_md=f"{RESULTS}/cells/{{cell}}/card.md",
-        card_html=report(
-            f"{RESULTS}/cells/{{cell}}/card.html",
-            caption="../report/card.rst",
-            category="Cells",
-            subcategory=cell_report_subcategory,
-            labels=cell_report_labels("result card"),
-        ),
-        latency_plot=report(
-            f"{RESULTS}/cells/{{cell}}/latency.png",
-            caption="../report/cell_latency.rst",
-            category="Cells",
-            subcategory=cell_report_subcategory,
-            labels=cell_report_labels("TTFT and TPOT"),
-        ),
-        memory_plot=report(
-            f"{RESULTS}/cells/{{cell}}/memory.png",
-            caption="../report/cell_memory.rst",
-            category="Memory",
-            subcategory=cell_report_subcategory,
-            labels=cell_report_labels("memory over time"),
-        ),
+        **JOBS.outputs("card"),
     log:
         "logs/cards/{cell}.log",
     localrule: True
@@ -41,7 +20,7 @@ rule card:
     resources:
         machine=1,
     params:
-        cell=card_settings,
+        cell=JOBS.card_settings,
     script:
         "../workflow_scripts/entry/card.py"
 
@@ -53,7 +32,7 @@ rule records:
     input:
         metrics=GRAPH.all_cell_metrics(),
     output:
-        records=CELL_RECORDS,
+        **JOBS.outputs("records"),
     log:
         "logs/records.log",
     localrule: True
@@ -67,25 +46,10 @@ rule records:
 
 rule aggregate:
     input:
-        records=CELL_RECORDS,
+        records=GRAPH.cell_records,
         goals=GRAPH.goal_files(),
     output:
-        summary_csv=f"{RESULTS}/summary/summary.csv",
-        summary_md=f"{RESULTS}/summary/summary.md",
-        index_csv=f"{RESULTS}/summary/index.csv",
-        index_md=f"{RESULTS}/summary/index.md",
-        spec_gain_csv=f"{RESULTS}/summary/spec_gain.csv",
-        spec_gain_md=f"{RESULTS}/summary/spec_gain.md",
-        summary_html=report(
-            f"{RESULTS}/summary/summary.html",
-            caption="../report/summary.rst",
-            category="Summary",
-        ),
-        spec_gain_html=report(
-            f"{RESULTS}/summary/spec_gain.html",
-            caption="../report/spec_gain_table.rst",
-            category="Speculative decoding",
-        ),
+        **JOBS.outputs("aggregate"),
     log:
         "logs/aggregate.log",
     localrule: True
@@ -94,7 +58,7 @@ rule aggregate:
     resources:
         machine=1,
     params:
-        cells=all_cells_settings,
+        cells=JOBS.all_cells_settings,
     script:
         "../workflow_scripts/entry/aggregate.py"
 
@@ -102,15 +66,9 @@ rule aggregate:
 # Engine against engine, quant against quant (workflow_scripts.outputs.cell_pairs), beside spec_gain.
 rule comparisons:
     input:
-        records=CELL_RECORDS,
+        records=GRAPH.cell_records,
     output:
-        comparisons_csv=f"{RESULTS}/summary/comparisons.csv",
-        comparisons_md=f"{RESULTS}/summary/comparisons.md",
-        comparisons_html=report(
-            f"{RESULTS}/summary/comparisons.html",
-            caption="../report/comparisons_table.rst",
-            category="Comparisons",
-        ),
+        **JOBS.outputs("comparisons"),
     log:
         "logs/comparisons.log",
     localrule: True
@@ -119,7 +77,7 @@ rule comparisons:
     resources:
         machine=1,
     params:
-        cells=all_cells_settings,
+        cells=JOBS.all_cells_settings,
     script:
         "../workflow_scripts/entry/comparisons.py"
 
@@ -128,39 +86,9 @@ rule comparisons:
 # request rates): each point, the throughput-interactivity frontier, the drafter along the load.
 rule sweeps:
     input:
-        records=CELL_RECORDS,
+        records=GRAPH.cell_records,
     output:
-        sweeps_csv=f"{RESULTS}/summary/sweeps.csv",
-        sweeps_md=f"{RESULTS}/summary/sweeps.md",
-        pareto_csv=f"{RESULTS}/summary/pareto.csv",
-        pareto_md=f"{RESULTS}/summary/pareto.md",
-        spec_gain_sweep_csv=f"{RESULTS}/summary/spec_gain_sweep.csv",
-        spec_gain_sweep_md=f"{RESULTS}/summary/spec_gain_sweep.md",
-        spec_crossover_csv=f"{RESULTS}/summary/spec_crossover.csv",
-        spec_crossover_md=f"{RESULTS}/summary/spec_crossover.md",
-        sweeps_html=report(
-            f"{RESULTS}/summary/sweeps.html",
-            caption="../report/sweeps_table.rst",
-            category="Sweeps",
-        ),
-        pareto_plot=report(
-            f"{RESULTS}/summary/pareto.png",
-            caption="../report/pareto.rst",
-            category="Sweeps",
-        ),
-        pareto_svg=f"{RESULTS}/summary/pareto.svg",
-        latency_plot=report(
-            f"{RESULTS}/summary/sweep_latency.png",
-            caption="../report/sweep_latency.rst",
-            category="Sweeps",
-        ),
-        latency_svg=f"{RESULTS}/summary/sweep_latency.svg",
-        spec_gain_plot=report(
-            f"{RESULTS}/summary/spec_gain_sweep.png",
-            caption="../report/spec_gain_sweep.rst",
-            category="Sweeps",
-        ),
-        spec_gain_svg=f"{RESULTS}/summary/spec_gain_sweep.svg",
+        **JOBS.outputs("sweeps"),
     log:
         "logs/sweeps.log",
     localrule: True
@@ -169,40 +97,17 @@ rule sweeps:
     resources:
         machine=1,
     params:
-        cells=all_cells_settings,
-        gpus=sweep_gpus,
+        cells=JOBS.all_cells_settings,
+        gpus=JOBS.sweep_gpus,
     script:
         "../workflow_scripts/entry/sweeps.py"
 
 
 rule summary_plots:
     input:
-        records=CELL_RECORDS,
+        records=GRAPH.cell_records,
     output:
-        decode_plot=report(
-            f"{RESULTS}/summary/decode_tok_s.png",
-            caption="../report/decode_tok_s.rst",
-            category="Summary",
-        ),
-        decode_svg=f"{RESULTS}/summary/decode_tok_s.svg",
-        latency_plot=report(
-            f"{RESULTS}/summary/latency.png",
-            caption="../report/latency.rst",
-            category="Summary",
-        ),
-        latency_svg=f"{RESULTS}/summary/latency.svg",
-        memory_plot=report(
-            f"{RESULTS}/summary/peak_memory.png",
-            caption="../report/peak_memory.rst",
-            category="Memory",
-        ),
-        memory_svg=f"{RESULTS}/summary/peak_memory.svg",
-        spec_gain_plot=report(
-            f"{RESULTS}/summary/spec_gain.png",
-            caption="../report/spec_gain.rst",
-            category="Speculative decoding",
-        ),
-        spec_gain_svg=f"{RESULTS}/summary/spec_gain.svg",
+        **JOBS.outputs("summary_plots"),
     log:
         "logs/summary_plots.log",
     localrule: True
@@ -211,7 +116,7 @@ rule summary_plots:
     resources:
         machine=1,
     params:
-        cells=all_cells_settings,
+        cells=JOBS.all_cells_settings,
     script:
         "../workflow_scripts/entry/summary_plots.py"
 
@@ -220,14 +125,9 @@ rule summary_plots:
 # concurrencies (a sweep's points are drawn by rule sweeps).
 rule concurrency_figure:
     input:
-        records=CELL_RECORDS,
+        records=GRAPH.cell_records,
     output:
-        concurrency_plot=report(
-            f"{RESULTS}/summary/throughput_vs_concurrency.png",
-            caption="../report/throughput_vs_concurrency.rst",
-            category="Summary",
-        ),
-        concurrency_svg=f"{RESULTS}/summary/throughput_vs_concurrency.svg",
+        **JOBS.outputs("concurrency_figure"),
     log:
         "logs/concurrency_figure.log",
     localrule: True
@@ -236,7 +136,7 @@ rule concurrency_figure:
     resources:
         machine=1,
     params:
-        cells=all_cells_settings,
+        cells=JOBS.all_cells_settings,
     script:
         "../workflow_scripts/entry/concurrency_figure.py"
 
@@ -244,14 +144,9 @@ rule concurrency_figure:
 # Asked for by GRAPH.summary_figures() only when some cell carries published reference figures.
 rule reference_figure:
     input:
-        records=CELL_RECORDS,
+        records=GRAPH.cell_records,
     output:
-        reference_plot=report(
-            f"{RESULTS}/summary/measured_vs_reference.png",
-            caption="../report/measured_vs_reference.rst",
-            category="Summary",
-        ),
-        reference_svg=f"{RESULTS}/summary/measured_vs_reference.svg",
+        **JOBS.outputs("reference_figure"),
     log:
         "logs/reference_figure.log",
     localrule: True
@@ -260,7 +155,7 @@ rule reference_figure:
     resources:
         machine=1,
     params:
-        cells=all_cells_settings,
+        cells=JOBS.all_cells_settings,
     script:
         "../workflow_scripts/entry/reference_figure.py"
 
@@ -269,11 +164,11 @@ rule reference_figure:
 # searches' answers, every summary figure.
 rule overview:
     input:
-        index=f"{RESULTS}/summary/index.csv",
+        index=GRAPH.pattern("aggregate", "index_csv"),
         figures=GRAPH.summary_figures(),
         answers=GRAPH.front_page_inputs(),
     output:
-        overview=f"{RESULTS}/summary/overview.html",
+        **JOBS.outputs("overview"),
     log:
         "logs/overview.log",
     localrule: True
@@ -291,7 +186,7 @@ rule html_report:
         GRAPH.report_inputs(),
         stylesheet=workflow.source_path("../report/report.css"),
     output:
-        html=f"{RESULTS}/report.html",
+        **JOBS.outputs("html_report"),
     log:
         "logs/report.log",
     localrule: True

@@ -6,11 +6,11 @@
 
 checkpoint cell_slo:
     input:
-        metrics=f"{RESULTS}/cells/{{cell}}/metrics.json",
-        requests=f"{RESULTS}/cells/{{cell}}/requests.jsonl",
-        goal=goal_input,
+        metrics=GRAPH.pattern("cell", "metrics"),
+        requests=GRAPH.pattern("cell", "requests"),
+        goal=JOBS.goal_input,
     output:
-        slo=f"{RESULTS}/cells/{{cell}}/slo.json",
+        **JOBS.outputs("cell_slo"),
     log:
         "logs/slo/{cell}.log",
     localrule: True
@@ -24,23 +24,9 @@ checkpoint cell_slo:
 
 rule slo_tables:
     input:
-        unpack(slo_table_inputs),
+        unpack(JOBS.slo_table_inputs),
     output:
-        slo_csv=f"{RESULTS}/summary/slo.csv",
-        slo_md=f"{RESULTS}/summary/slo.md",
-        slo_drafter_csv=f"{RESULTS}/summary/slo_drafter.csv",
-        slo_drafter_md=f"{RESULTS}/summary/slo_drafter.md",
-        slo_html=report(
-            f"{RESULTS}/summary/slo.html",
-            caption="../report/slo_table.rst",
-            category="Latency goals",
-        ),
-        figure=report(
-            f"{RESULTS}/summary/slo_search.png",
-            caption="../report/slo_search.rst",
-            category="Latency goals",
-        ),
-        figure_svg=f"{RESULTS}/summary/slo_search.svg",
+        **JOBS.outputs("slo_tables"),
     log:
         "logs/slo_tables.log",
     localrule: True
@@ -49,6 +35,6 @@ rule slo_tables:
     resources:
         machine=1,
     params:
-        cells_dir=f"{RESULTS}/cells",
+        cells_dir=GRAPH.cells_dir,
     script:
         "../workflow_scripts/entry/slo_tables.py"

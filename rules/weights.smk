@@ -1,8 +1,8 @@
 rule weights:
     input:
-        unpack(weights_inputs),
+        unpack(JOBS.weights_inputs),
     output:
-        manifest=f"{RESULTS}/weights/{{weights}}.json",
+        **JOBS.outputs("weights"),
     log:
         "logs/weights/{weights}.log",
     localrule: True
@@ -11,8 +11,8 @@ rule weights:
     resources:
         machine=1,
     params:
-        spec=weights_spec,
-        failed_attempts=weights_failures,
-        failures_dir=FAILURES,
+        spec=JOBS.weights_spec,
+        failed_attempts=JOBS.weights_failures,
+        failures_dir=GRAPH.failures,
     script:
         "../workflow_scripts/entry/weights.py"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from workflow_scripts import dag as dag_module
 from workflow_scripts.dag import UnknownCell, build_dag
+from workflow_scripts.outputs import labels
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,3 +41,56 @@ def test_the_targets_end_with_the_report_and_hold_the_sweep_and_search_tables(da
     assert targets[-1] == "results/report.html"
     assert "results/summary/sweeps.csv" in targets and "results/summary/slo.csv" in targets
     assert all(path in dag.report_inputs() for path in dag.summary_figures())
+
+
+def test_every_output_path_comes_from_the_rules_table(dag):
+    """Targets and inputs name a rule's file through outputs.labels.RULE_FILES: each path the
+    DAG asks for is a file some rule declares, its cell, engine or weights put back as the
+    wildcard."""
+    declared = {f"results/{file.path}" for files in labels.RULE_FILES.values() for file in files}
+    ids = [("cells/", "cell", dag.cells), ("engines/", "engine", dag.config["engines"])]
+    ids.append(("weights/", "weights", dag.weights))
+
+    def as_pattern(path):
+        for folder, wildcard, names in ids:
+            for name in names:
+                path = path.replace(f"{folder}{name}/", f"{folder}{{{wildcard}}}/")
+                path = path.replace(f"{folder}{name}.json", f"{folder}{{{wildcard}}}.json")
+        return path
+
+    asked = [*dag.final_outputs(), *dag.report_inputs(), dag.cell_records, *dag.all_cell_metrics()]
+    asked += dag.probe_judgements(list(dag.cells))
+    asked += [path for cell in dag.cells.values() for path in dag.inputs_of(cell).values()]
+    asked += [path for key in dag.weights for path in dag.weights_inputs(key).values()]
+    assert len(asked) > 3 * len(dag.cells)
+    assert {as_pattern(path) for path in asked} - declared == set()
+    point = next(iter(dag.cells))
+    assert dag.pattern("cell", "metrics") == "results/cells/{cell}/metrics.json"
+    assert dag.path("cell", "metrics", cell=point) == f"results/cells/{point}/metrics.json"
+
+
+def test_the_optional_figures_join_the_summary_figures_by_rule(dag, monkeypatch):
+    """`optional_figure_rules` stands in for a matrix with both optional figures (the default
+    has neither): their PNGs, not their SVGs, join the summary figures."""
+    assert dag.summary_figures() == [
+        p for p in dag.rule_paths("summary_plots") if p.endswith(".png")
+    ]
+    both = ["concurrency_figure", "reference_figure"]
+    monkeypatch.setattr(dag_module, "optional_figure_rules", lambda cells: both)
+    assert dag.summary_figures()[-2:] == [
+        "results/summary/throughput_vs_concurrency.png",
+        "results/summary/measured_vs_reference.png",
+    ]
+
+
+def test_each_rule_takes_its_outputs_from_the_table_under_its_own_name():
+    """A rule whose outputs the table holds declares them as `**JOBS.outputs("<its name>")`;
+    every rule of the table is one of rules/*.smk."""
+    text = "\n".join(path.read_text() for path in sorted((REPO / "rules").glob("*.smk")))
+    declared = re.findall(
+        r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n|\n)*?    output:\n(.*)", text, re.M
+    )
+    taken = {rule: line.strip() for rule, line in declared}
+    assert set(labels.RULE_FILES) <= set(taken)
+    for rule in labels.RULE_FILES:
+        assert taken[rule] == f'**JOBS.outputs("{rule}"),', rule

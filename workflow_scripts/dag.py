@@ -27,11 +27,12 @@ from .config.resources import (
 )
 from .config.sweeps import launch_cell, series_resources, shared_series
 from .outputs.labels import (
+    RULE_FILES,
     front_page_files,
-    optional_summary_figures,
+    optional_figure_rules,
     report_labels,
+    rule_file,
     sweep_cell_ids,
-    sweep_outputs,
 )
 from .outputs.search_files import goal_path, goals_of, probe_cells, search_path, write_goal_files
 from .outputs.slo_cells import goal_workload
@@ -39,11 +40,14 @@ from .slo.objectives import Slo
 from .vocabulary import Cell
 from .weights.fetch import step_engine, weights_dependencies, with_dependencies
 
-# The tables and figures every matrix gets (under <results_dir>/summary/).
-SUMMARY_TABLES = ("summary.csv", "summary.md", "spec_gain.csv", "spec_gain.md", "comparisons.csv")
-SUMMARY_FIGURES = ("decode_tok_s", "latency", "peak_memory", "spec_gain")
-SEARCH_OUTPUTS = ("slo.csv", "slo.md", "slo_drafter.csv", "slo_drafter.md", "slo.html")
-SEARCH_FIGURE = "slo_search.png"
+# The tables every run's targets name (rule and key in outputs.labels.RULE_FILES).
+SUMMARY_TABLES = (
+    ("aggregate", "summary_csv"),
+    ("aggregate", "summary_md"),
+    ("aggregate", "spec_gain_csv"),
+    ("aggregate", "spec_gain_md"),
+    ("comparisons", "comparisons_csv"),
+)
 
 
 class UnknownCell(LookupError):
@@ -72,6 +76,22 @@ class Dag:
     def results(self) -> str:
         return self.config["results_dir"]
 
+    def pattern(self, rule: str, key: str) -> str:
+        """One of a rule's files, its wildcards left in (`{cell}`): what the rule declares."""
+        return f"{self.results}/{rule_file(rule, key)}"
+
+    def path(self, rule: str, key: str, **wildcards: str) -> str:
+        """One of a rule's files for one job."""
+        return f"{self.results}/{rule_file(rule, key).format(**wildcards)}"
+
+    def rule_paths(self, rule: str) -> list[str]:
+        """Every file of a rule without wildcards, in its order."""
+        return [f"{self.results}/{file.path}" for file in RULE_FILES[rule]]
+
+    @property
+    def cells_dir(self) -> str:
+        return f"{self.results}/cells"
+
     @property
     def failures(self) -> str:
         return f"{self.results}/failures"
@@ -83,13 +103,13 @@ class Dag:
     @property
     def cell_records(self) -> str:
         """What every table and figure reads: each cell's record files, listed."""
-        return f"{self.results}/cells/records.json"
+        return self.path("records", "records")
 
     def series_record(self, series: str) -> str:
-        return str(record_path(f"{self.results}/cells", series))
+        return str(record_path(self.cells_dir, series))
 
     def series_launch_file(self, series: str) -> str:
-        return str(launch_path(f"{self.results}/cells", series))
+        return str(launch_path(self.cells_dir, series))
 
     # --- cells --------------------------------------------------------------------------------
 
@@ -115,11 +135,13 @@ class Dag:
         if cell.blocked:
             return {}
         inputs = {
-            "engine": f"{self.results}/engines/{cell.engine}.json",
-            "weights": f"{self.results}/weights/{cell.weights_key}.json",
+            "engine": self.path("engine", "stamp", engine=cell.engine),
+            "weights": self.path("weights", "manifest", weights=cell.weights_key),
         }
         if cell.drafter_weights_key:
-            inputs["drafter_weights"] = f"{self.results}/weights/{cell.drafter_weights_key}.json"
+            inputs["drafter_weights"] = self.path(
+                "weights", "manifest", weights=cell.drafter_weights_key
+            )
         return inputs
 
     def cell_settings(self, cell_id: str) -> str:
@@ -182,10 +204,10 @@ class Dag:
         spec = self.weights[key]
         inputs = {}
         for source in weights_dependencies(spec):  # at most one
-            inputs["source"] = f"{self.results}/weights/{source}.json"
+            inputs["source"] = self.path("weights", "manifest", weights=source)
         engine = step_engine(spec)
         if engine:
-            inputs["engine"] = f"{self.results}/engines/{engine}.json"
+            inputs["engine"] = self.path("engine", "stamp", engine=engine)
         return inputs
 
     # --- latency goals ------------------------------------------------------------------------
@@ -209,26 +231,29 @@ class Dag:
         """What the targets gain when the matrix has a search (none without one)."""
         if not self.searches:
             return []
-        return [f"{self.results}/summary/{n}" for n in (*SEARCH_OUTPUTS, SEARCH_FIGURE)]
+        return [path for path in self.rule_paths("slo_tables") if not path.endswith(".svg")]
+
+    def probe_judgements(self, probes: list[str]) -> list[str]:
+        return [self.path("cell_slo", "slo", cell=cell_id) for cell_id in probes]
 
     def run_end_cells(self) -> list[str]:
         """What the end-of-run lines show: the matrix's cells, then every probe run so far."""
-        return [*self.cells, *probe_cells(f"{self.results}/cells", self.searches.values())]
+        return [*self.cells, *probe_cells(self.cells_dir, self.searches.values())]
 
     # --- tables, figures, the report ----------------------------------------------------------
 
     def all_cell_metrics(self) -> list[str]:
-        return [f"{self.results}/cells/{cell_id}/metrics.json" for cell_id in self.cells]
+        return [self.path("cell", "metrics", cell=cell_id) for cell_id in self.cells]
 
     def summary_figures(self) -> list[str]:
         """Every summary figure this matrix gets: concurrency and reference figures only when
         the matrix varies concurrency outside its sweeps or has published figures."""
-        names = [*SUMMARY_FIGURES, *optional_summary_figures(list(self.cells.values()))]
-        return [f"{self.results}/summary/{name}.png" for name in names]
+        rules = ["summary_plots", *optional_figure_rules(list(self.cells.values()))]
+        return [path for rule in rules for path in self.rule_paths(rule) if path.endswith(".png")]
 
     def sweep_outputs(self) -> list[str]:
         """The sweep tables and figures, only for a matrix with a sweep."""
-        return [f"{self.results}/summary/{n}" for n in sweep_outputs(list(self.cells.values()))]
+        return self.rule_paths("sweeps") if sweep_cell_ids(list(self.cells.values())) else []
 
     def sweep_gpus(self) -> str:
         """Each point's GPU count (resources.gpu, kept out of the cells' settings): throughput
@@ -250,12 +275,12 @@ class Dag:
         """What the HTML report shows: the cards, tables, figures and its front page."""
         searched = [p for p in self.search_outputs() if p.endswith((".html", ".png"))]
         return [
-            *[f"{self.results}/cells/{cell_id}/card.md" for cell_id in self.cells],
-            f"{self.results}/summary/index.md",
-            f"{self.results}/summary/comparisons.md",
+            *[self.path("card", "card_md", cell=cell_id) for cell_id in self.cells],
+            self.path("aggregate", "index_md"),
+            self.path("comparisons", "comparisons_md"),
             *self.summary_figures(),
             *self.sweep_outputs(),
-            f"{self.results}/summary/overview.html",
+            self.path("overview", "overview"),
             *searched,
         ]
 
@@ -263,11 +288,11 @@ class Dag:
         """The tables and the report. The cards come in through the report (html_report takes
         them): listed here too, each card was one more edge for a large matrix's DAG."""
         return [
-            *(f"{self.results}/summary/{name}" for name in SUMMARY_TABLES),
-            f"{self.results}/summary/decode_tok_s.png",
+            *(self.path(rule, key) for rule, key in SUMMARY_TABLES),
+            self.path("summary_plots", "decode_plot"),
             *self.sweep_outputs(),
             *self.search_outputs(),
-            f"{self.results}/report.html",
+            self.path("html_report", "html"),
         ]
 
     # --- parse time ---------------------------------------------------------------------------
@@ -282,10 +307,7 @@ class Dag:
           the tables, never a cell (no cell reads it)."""
         launches = {name: self._cell_dicts[launch_cell(p).id] for name, p in self.series.items()}
         write_at_parse(
-            "the shared series' launch files",
-            write_series_files,
-            f"{self.results}/cells",
-            launches,
+            "the shared series' launch files", write_series_files, self.cells_dir, launches
         )
         forget_provenance(workdir, [self.series_record(name) for name in self.series])
         write_at_parse(

@@ -1,11 +1,13 @@
-"""What the DAG needs to know of the cells' outputs while the Snakefile is parsed: which optional
-summary figures and sweep outputs a matrix gets, a cell's labels in the report, its engine label
-and context size.
+"""What the DAG needs to know of the rules' outputs while the Snakefile is parsed: every file each
+rule writes (RULE_FILES, the one place an output path is spelled), which optional summary figures
+and sweep outputs a matrix gets, a cell's labels in the report, its engine label and context size.
 Stdlib only: rules/common.smk imports it, and parsing must not pay for pandas or matplotlib."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from ..vocabulary import Cell, CellData
 
@@ -56,21 +58,123 @@ def matrix_sweeps_concurrency(cells: Sequence[Cell]) -> bool:
     return any(len(values) >= 2 for values in seen.values())
 
 
-def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
-    """Summary figures a matrix gets only when they can say something: throughput vs
-    concurrency for cells at two or more concurrencies that are no sweep's points (a sweep has
-    its own figures: sweep_outputs), measured vs published when references exist."""
-    cells = [Cell.of(cell) for cell in cells]
-    names = []
-    if matrix_sweeps_concurrency(cells):
-        names.append("throughput_vs_concurrency")
-    if any(cell.reference for cell in cells):
-        names.append("measured_vs_reference")
-    return names
+@dataclass(frozen=True)
+class RuleFile:
+    """A file a rule writes: its key in the rule (`snakemake.output.<key>`) and its path under
+    results_dir (`{cell}` and the like: the rule's wildcards). With a caption (report/<caption>.rst)
+    and a category it is shown in the Snakemake report; `figure` labels a cell's own file there."""
+
+    key: str
+    path: str
+    caption: str | None = None
+    category: str | None = None
+    figure: str | None = None
+
+
+def tables(*names: str) -> tuple[RuleFile, ...]:
+    """Each summary table as CSV and markdown (keys `<name>_csv`, `<name>_md`)."""
+    return tuple(
+        RuleFile(f"{n}_{ext}", f"summary/{n}.{ext}") for n in names for ext in ("csv", "md")
+    )
+
+
+def page(name: str, caption: str, category: str) -> RuleFile:
+    """A summary table's HTML page, shown in the report (key `<name>_html`)."""
+    return RuleFile(f"{name}_html", f"summary/{name}.html", caption, category)
+
+
+def figure(key: str, name: str, category: str) -> tuple[RuleFile, RuleFile]:
+    """A summary figure: its PNG shown in the report (caption `<name>`), its SVG beside it (key
+    `<key without _plot>_svg`)."""
+    svg = f"{key.removesuffix('_plot')}_svg"
+    return RuleFile(key, f"summary/{name}.png", name, category), RuleFile(
+        svg, f"summary/{name}.svg"
+    )
+
+
+def cell_files(*names: str) -> tuple[RuleFile, ...]:
+    """A cell's own files, `<key>.<ext>` (key `<key>`), under cells/<cell>/."""
+    return tuple(RuleFile(name.split(".")[0], f"cells/{{cell}}/{name}") for name in names)
 
 
 SWEEP_TABLES = ["sweeps", "pareto", "spec_gain_sweep", "spec_crossover"]
-SWEEP_FIGURES = ["pareto", "sweep_latency", "spec_gain_sweep"]
+
+# Every file each rule writes under results_dir, in the order the rule lists them (the series'
+# server record is a service output: workflow_scripts.cell.series.record_path).
+RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
+    "weights": (RuleFile("manifest", "weights/{weights}.json"),),
+    "engine": (RuleFile("stamp", "engines/{engine}.json"),),
+    "cell": (
+        *cell_files("metrics.json", "requests.jsonl", "memory.csv"),
+        RuleFile("server_log", "cells/{cell}/server.log"),
+    ),
+    "cell_slo": cell_files("slo.json"),
+    "card": (
+        RuleFile("card_md", "cells/{cell}/card.md"),
+        RuleFile("card_html", "cells/{cell}/card.html", "card", "Cells", "result card"),
+        RuleFile(
+            "latency_plot", "cells/{cell}/latency.png", "cell_latency", "Cells", "TTFT and TPOT"
+        ),
+        RuleFile(
+            "memory_plot", "cells/{cell}/memory.png", "cell_memory", "Memory", "memory over time"
+        ),
+    ),
+    "records": (RuleFile("records", "cells/records.json"),),
+    "aggregate": (
+        *tables("summary", "index", "spec_gain"),
+        page("summary", "summary", "Summary"),
+        page("spec_gain", "spec_gain_table", "Speculative decoding"),
+    ),
+    "comparisons": (
+        *tables("comparisons"),
+        page("comparisons", "comparisons_table", "Comparisons"),
+    ),
+    "sweeps": (
+        *tables(*SWEEP_TABLES),
+        page("sweeps", "sweeps_table", "Sweeps"),
+        *figure("pareto_plot", "pareto", "Sweeps"),
+        *figure("latency_plot", "sweep_latency", "Sweeps"),
+        *figure("spec_gain_plot", "spec_gain_sweep", "Sweeps"),
+    ),
+    "summary_plots": (
+        *figure("decode_plot", "decode_tok_s", "Summary"),
+        *figure("latency_plot", "latency", "Summary"),
+        *figure("memory_plot", "peak_memory", "Memory"),
+        *figure("spec_gain_plot", "spec_gain", "Speculative decoding"),
+    ),
+    "concurrency_figure": figure("concurrency_plot", "throughput_vs_concurrency", "Summary"),
+    "reference_figure": figure("reference_plot", "measured_vs_reference", "Summary"),
+    "slo_tables": (
+        *tables("slo", "slo_drafter"),
+        page("slo", "slo_table", "Latency goals"),
+        *figure("figure", "slo_search", "Latency goals"),
+    ),
+    "overview": (RuleFile("overview", "summary/overview.html"),),
+    "html_report": (RuleFile("html", "report.html"),),
+}
+
+
+def rule_file(rule: str, key: str) -> str:
+    """The path under results_dir of one of a rule's files."""
+    return next(file.path for file in RULE_FILES[rule] if file.key == key)
+
+
+def optional_figure_rules(cells: Sequence[CellData]) -> list[str]:
+    """The rules of summary figures a matrix gets only when they can say something: throughput
+    vs concurrency for cells at two or more concurrencies that are no sweep's points (a sweep has
+    its own figures: sweep_outputs), measured vs published when references exist."""
+    cells = [Cell.of(cell) for cell in cells]
+    rules = []
+    if matrix_sweeps_concurrency(cells):
+        rules.append("concurrency_figure")
+    if any(cell.reference for cell in cells):
+        rules.append("reference_figure")
+    return rules
+
+
+def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
+    """The names of those rules' figures."""
+    return [PurePosixPath(RULE_FILES[rule][0].path).stem for rule in optional_figure_rules(cells)]
 
 
 # The front page's answers beside the index (the overview rule): where a drafter stops paying
@@ -97,9 +201,7 @@ def sweep_outputs(cells: Sequence[CellData]) -> list[str]:
     figures; an SVG beside each PNG), for a matrix with at least one sweep; none without."""
     if not sweep_cell_ids(cells):
         return []
-    tables = [f"{name}.{ext}" for name in SWEEP_TABLES for ext in ("csv", "md")]
-    figures = [f"{name}.{ext}" for name in SWEEP_FIGURES for ext in ("png", "svg")]
-    return [*tables, "sweeps.html", *figures]
+    return [file.path.removeprefix("summary/") for file in RULE_FILES["sweeps"]]
 
 
 def report_labels(cell: CellData, figure: str) -> dict[str, str]:

@@ -1,0 +1,189 @@
+"""What rules/*.smk hand Snakemake, built on the DAG (workflow_scripts.dag): each rule's outputs,
+flagged for the report, and the functions it asks per job (inputs, params, threads, group, the
+report's subcategory and labels), each a method of `RuleJobs` that reads the job's wildcards and
+asks the DAG. The one module besides job_functions that speaks Snakemake's types: its flags and
+exceptions (an unknown cell is a WorkflowError, a judgement not yet made a pending checkpoint)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
+from snakemake.io import ancient, report
+
+from .dag import Dag, UnknownCell
+from .job_functions import job_function, overwrite_function_params
+from .outputs.labels import RULE_FILES
+from .outputs.search_files import read_verdict, walked_probes
+
+Method = TypeVar("Method", bound=Callable)
+
+
+def job_method(method: Method) -> Method:
+    """`method`, its signature less `self` given to Snakemake once (what job_function does for a
+    function): a bound method's attributes are its function's."""
+    if overwrite_function_params is not None:
+        params = dict(inspect.signature(method).parameters)
+        del params["self"]
+        overwrite_function_params(method, params)
+    return method
+
+
+def known(lookup: Callable[[str], Any], name: str) -> Any:
+    """`lookup(name)`, an id the config does not have told as Snakemake tells a workflow error."""
+    try:
+        return lookup(name)
+    except UnknownCell as error:
+        raise WorkflowError(str(error)) from None
+
+
+class RuleJobs:
+    """The rules' outputs and job functions for one DAG. `checkpoints` and `workflow` are the
+    Snakefile's own: a probe's verdict comes through checkpoint `cell_slo`, and the walk of a
+    search reads whether this is a dry run."""
+
+    def __init__(self, dag: Dag, checkpoints: Any, workflow: Any) -> None:
+        self.dag = dag
+        self.checkpoints = checkpoints
+        self.workflow = workflow
+
+    def outputs(self, rule: str) -> dict[str, Any]:
+        """A rule's outputs by key (outputs.labels.RULE_FILES); those with a caption flagged for
+        the report, a cell's own under its model with its labels. A caption is read beside
+        rules/, as Snakemake reads it from the rule's file."""
+        outputs = {}
+        for file in RULE_FILES[rule]:
+            path = self.dag.pattern(rule, file.key)
+            if file.caption:
+                cell = {"subcategory": self.report_subcategory} if file.figure else {}
+                if file.figure:
+                    cell["labels"] = self.report_labels(file.figure)
+                path = report(path, f"../report/{file.caption}.rst", file.category, **cell)
+            outputs[file.key] = path
+        return outputs
+
+    # --- weights and engines ------------------------------------------------------------------
+
+    @job_method
+    def weights_inputs(self, wildcards) -> dict[str, str]:
+        return self.dag.weights_inputs(wildcards.weights)
+
+    @job_method
+    def weights_spec(self, wildcards) -> str:
+        return self.dag.weights_spec(wildcards.weights)
+
+    @job_method
+    def weights_failures(self, wildcards) -> int:
+        return self.dag.failed_attempts.get(f"weights-{wildcards.weights}", 0)
+
+    @job_method
+    def engine_spec(self, wildcards) -> str:
+        return self.dag.engine_spec(wildcards.engine)
+
+    @job_method
+    def engine_failures(self, wildcards) -> int:
+        return self.dag.failed_attempts.get(f"engine-{wildcards.engine}", 0)
+
+    # --- cells and the series' servers --------------------------------------------------------
+
+    @job_method
+    def cell_inputs(self, wildcards) -> dict[str, Any]:
+        inputs = self.dag.inputs_of(known(self.dag.cell_of, wildcards.cell))
+        series = self.dag.series_of(wildcards.cell)
+        if series:
+            # ancient: a new server start never reruns the points that ran on an earlier one
+            inputs["server"] = ancient(self.dag.series_record(series))
+        return inputs
+
+    @job_method
+    def cell_group(self, wildcards) -> str | None:
+        series = self.dag.series_of(wildcards.cell)
+        return f"series-{series}" if series else None
+
+    @job_method
+    def cell_threads(self, wildcards) -> int:
+        """A point of a shared series holds no core: Snakemake adds up the threads of a group's
+        jobs that start together, and its points start together (they take turns on the server).
+        """
+        return 0 if self.dag.series_of(wildcards.cell) else 1
+
+    @job_method
+    def cell_settings(self, wildcards) -> str:
+        known(self.dag.cell_of, wildcards.cell)
+        return self.dag.cell_settings(wildcards.cell)
+
+    @job_method
+    def cell_failures(self, wildcards) -> int:
+        return self.dag.failed_attempts.get(wildcards.cell, 0)
+
+    @job_method
+    def series_inputs(self, wildcards) -> dict[str, str]:
+        return known(self.dag.series_inputs, wildcards.series)
+
+    @job_method
+    def series_input_args(self, wildcards) -> str:
+        return self.dag.series_input_args(wildcards.series)
+
+    @job_method
+    def series_launch_file(self, wildcards) -> str:
+        return self.dag.series_launch_file(wildcards.series)
+
+    # --- latency goals ------------------------------------------------------------------------
+
+    @job_method
+    def goal_input(self, wildcards) -> str:
+        return self.dag.goal_input(wildcards.cell)
+
+    def verdict(self, cell: str) -> Any:
+        """A probe's verdict through its checkpoint; None while it is not judged."""
+        try:
+            return read_verdict(self.checkpoints.cell_slo.get(cell=cell).output.slo)
+        except IncompleteCheckpointException:
+            return None
+
+    @job_method
+    def slo_table_inputs(self, wildcards) -> dict[str, list[str]]:
+        """Each series' search file and the judgements of the probes its walk has reached: every
+        series walks at once (each stops at its own next probe). Plain paths, no
+        `checkpoint_target` flag: Snakemake skips the is-the-output-older check of a job with a
+        flagged input and prunes what it would need (docs/slo.md)."""
+        probes = []
+        for search in self.dag.searches.values():
+            walked = walked_probes(
+                search, self.dag.results, self.dag.goals_dir, self.verdict, self.workflow.dryrun
+            )
+            probes += self.dag.probe_judgements(walked)
+        return {"searches": self.dag.search_files(), "probes": probes}
+
+    # --- cards, tables, figures ---------------------------------------------------------------
+
+    @job_method
+    def card_goal(self, wildcards) -> dict[str, str]:
+        return self.dag.card_goal(wildcards.cell)
+
+    @job_method
+    def card_settings(self, wildcards) -> str:
+        return self.dag.card_settings(wildcards.cell)
+
+    @job_method
+    def report_subcategory(self, wildcards) -> str:
+        return self.dag.cells[wildcards.cell].model
+
+    def report_labels(self, figure: str) -> Callable:
+        """A cell's labels in the report for one of its figures (outputs.labels.report_labels)."""
+
+        @job_function
+        def of_cell(wildcards):
+            return self.dag.report_labels(wildcards.cell, figure)
+
+        return of_cell
+
+    @job_method
+    def all_cells_settings(self, wildcards) -> str:
+        return self.dag.all_cells_settings()
+
+    @job_method
+    def sweep_gpus(self, wildcards) -> str:
+        return self.dag.sweep_gpus()
