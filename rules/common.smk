@@ -1,6 +1,7 @@
 # GRAPH, the DAG of the config (workflow_scripts.dag; not `DAG`, a name Snakemake's workflow
 # uses), built once from the config validated against schemas/config.schema.yaml: every error
-# names its key before anything runs. JOBS hands the rules their outputs and job functions
+# names its key before anything runs. JOBS hands the rules their outputs (each rule's files are
+# listed once, in workflow_scripts.outputs.labels.RULE_FILES) and their job functions
 # (workflow_scripts.rule_jobs), each a method that asks GRAPH.
 import os
 import sys
@@ -80,8 +81,8 @@ onerror:
 
 
 # A cell id is its five names joined by `__` (workflow_scripts.config.matrix.cell_id). The
-# constraint says only what an id looks like, not which ids exist: a 200-way alternative of
-# every id made a 200-cell dry run cost a third more. An unknown id is named by its job.
+# constraint says only what an id looks like, not which ids exist (a 200-way alternative of
+# every id would make a 200-cell dry run cost a third more). An unknown id is named by its job.
 wildcard_constraints:
     cell="[A-Za-z0-9._-]+",
     weights="[A-Za-z0-9._-]+__[A-Za-z0-9._-]+",

@@ -26,8 +26,8 @@ rule card:
 
 
 # Every cell's record files, listed once (workflow_scripts.outputs.record_index): the tables and
-# figures below take this index, not each cell's files, which made most of a large dry run. A
-# cell's metrics.json stands for its records (the cell job writes it last).
+# figures below take this index, not each cell's files (those edges would be most of a large dry
+# run). A cell's metrics.json stands for its records (the cell job writes it last).
 rule records:
     input:
         metrics=GRAPH.all_cell_metrics(),

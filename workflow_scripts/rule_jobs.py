@@ -57,10 +57,8 @@ class RuleJobs:
         for file in RULE_FILES[rule]:
             path = self.dag.pattern(rule, file.key)
             if file.caption:
-                cell = {"subcategory": self.report_subcategory} if file.figure else {}
-                if file.figure:
-                    cell["labels"] = self.report_labels(file.figure)
-                path = report(path, f"../report/{file.caption}.rst", file.category, **cell)
+                caption = f"../report/{file.caption}.rst"
+                path = report(path, caption, file.category, **self.cell_report(file.figure))
             outputs[file.key] = path
         return outputs
 
@@ -167,18 +165,21 @@ class RuleJobs:
     def card_settings(self, wildcards) -> str:
         return self.dag.card_settings(wildcards.cell)
 
+    def cell_report(self, figure: str | None) -> dict[str, Callable]:
+        """Where a cell's own figure sits in the report: under its model, with its labels
+        (outputs.labels.report_labels); nothing for a summary file."""
+        if figure is None:
+            return {}
+
+        @job_function
+        def labels(wildcards):
+            return self.dag.report_labels(wildcards.cell, figure)
+
+        return {"subcategory": self.report_subcategory, "labels": labels}
+
     @job_method
     def report_subcategory(self, wildcards) -> str:
         return self.dag.cells[wildcards.cell].model
-
-    def report_labels(self, figure: str) -> Callable:
-        """A cell's labels in the report for one of its figures (outputs.labels.report_labels)."""
-
-        @job_function
-        def of_cell(wildcards):
-            return self.dag.report_labels(wildcards.cell, figure)
-
-        return of_cell
 
     @job_method
     def all_cells_settings(self, wildcards) -> str:

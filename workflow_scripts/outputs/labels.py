@@ -154,9 +154,12 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
 }
 
 
+RULE_PATHS = {(rule, file.key): file.path for rule, files in RULE_FILES.items() for file in files}
+
+
 def rule_file(rule: str, key: str) -> str:
     """The path under results_dir of one of a rule's files."""
-    return next(file.path for file in RULE_FILES[rule] if file.key == key)
+    return RULE_PATHS[rule, key]
 
 
 def optional_figure_rules(cells: Sequence[CellData]) -> list[str]:
