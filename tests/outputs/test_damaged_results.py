@@ -116,7 +116,7 @@ def test_compare_names_a_damaged_folder_with_its_own_exit_code(tmp_path, cells):
     assert run_compare(a, b).returncode == 3
 
 
-GOAL = Slo.from_config({"tpot_ms": {"percentile": 90, "max": 50}}, "w.slo")
+GOAL = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 50}})
 
 
 def test_a_cut_short_probe_file_is_removed_with_a_line_naming_it(tmp_path):

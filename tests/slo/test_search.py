@@ -1,5 +1,6 @@
 """The latency-goal search (workflow_scripts.slo.search; read from the config by
-workflow_scripts.config.search): its config refusals, and the planner
+workflow_scripts.config.search): its config refusals (by the schema, or by the cross-checks
+after it), and the planner
 against known verdict laws, run as the DAG will run it (ask for the next probe, measure it, ask
 again): the probes it asks for on a monotone law, min failing, max passing, an unresolved probe
 extended then resolved, the extension cap, a fail below a pass flagged, a rate to its
@@ -11,17 +12,40 @@ import itertools
 
 import pytest
 
-from workflow_scripts.config.search import goal_of, load_label, probe_part, search_settings
-from workflow_scripts.slo.search import Action, Step, next_probe
+from tests.slo.configured import search_settings
+from tests.support.pipeline import tiny_config, tiny_workload
+from tests.support.refusals import names_key
+from workflow_scripts.config.matrix import build_searches, validate_config
+from workflow_scripts.config.search import goal_of, load_label, probe_part
+from workflow_scripts.slo.search import Action, SearchSettings, Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
 P, F, U = Verdict.PASS, Verdict.FAIL, Verdict.UNRESOLVED
-WHERE = "workloads.w.search"
+GOAL = {"tpot_ms": {"percentile": 90, "max": 52}}
 
 
 def concurrency(lo=1, hi=64, **extra):
-    return search_settings({"over": "concurrency", "min": lo, "max": hi, **extra}, WHERE)
+    return search_settings(over="concurrency", min=lo, max=hi, **extra)
+
+
+def config_of(workload):
+    """A config whose one cell runs `workload` (named `w`)."""
+    cells = [{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "w"}]
+    return tiny_config(cells, workloads={"w": workload})
+
+
+def searching(search, **beside):
+    """Workload `w` with a goal, `search` and what sits `beside` it; a concurrency search has no
+    concurrency of its own (it sets each probe's) unless `beside` gives one."""
+    workload = tiny_workload(num_prompts=64, slo=GOAL, search=search, **beside)
+    if (
+        isinstance(search, dict)
+        and search.get("over") == "concurrency"
+        and "concurrency" not in beside
+    ):
+        del workload["concurrency"]
+    return workload
 
 
 def threshold(limit):
@@ -141,15 +165,13 @@ def test_a_fail_below_a_pass_is_flagged():
 
 
 def test_a_rate_is_bisected_to_its_tolerance():
-    spec = search_settings(
-        {"over": "request_rate", "min": 0.5, "max": 16, "tolerance": 0.05}, WHERE
-    )
+    spec = search_settings(over="request_rate", min=0.5, max=16, tolerance=0.05)
     plan, asked, _ = search(spec, threshold(3.3))
     assert loads(asked)[:4] == [0.5, 1.0, 2.0, 4.0]
     lo, hi = plan.largest_passing, plan.smallest_failing
     assert lo <= 3.3 < hi and hi - lo <= 0.05 * hi
     assert all(0.5 <= load <= 16 and isinstance(load, float) for load in loads(asked))
-    tight = search_settings({**spec.to_dict(), "tolerance": 0.001}, WHERE)
+    tight = SearchSettings.from_dict({**spec.to_dict(), "tolerance": 0.001})
     tight_plan, tight_asked, _ = search(tight, threshold(3.3))
     assert len(tight_asked) > len(asked)
     assert tight_plan.smallest_failing - tight_plan.largest_passing <= 0.001 * 3.31
@@ -207,18 +229,21 @@ def test_extension_prompts_and_probe_names():
 
 
 def test_goal_and_search_together():
-    workload = {
-        "concurrency": 1,
-        "slo": {"tpot_ms": {"percentile": 90, "max": 52}},
-        "search": {"over": "concurrency", "min": 1, "max": 64},
-    }
+    """Read from the validated workload: the goal, the search with the schema's defaults; a
+    search without a goal, or with a goal that cannot be run, is refused naming its key."""
+    search = {"over": "concurrency", "min": 1, "max": 64}
+    workload = validate_config(config_of(searching(search)))["workloads"]["w"]
     slo, spec = goal_of("w", workload)
     assert slo.objectives[0].max_ms == 52 and spec.max == 64
+    assert spec == search_settings(**search)  # max_extensions, extension_factor: the schema's
     assert goal_of("w", {"concurrency": 1}) == (None, None)
+    no_goal = searching(search)
+    del no_goal["slo"]
     with pytest.raises(ConfigError, match=r"'workloads\.w\.search': a search needs a goal"):
-        goal_of("w", {"search": workload["search"]})
+        validate_config(config_of(no_goal))
+    bad_goal = {**searching(search), "slo": {"tpot_ms": {"percentile": 90, "max": 0}}}
     with pytest.raises(ConfigError, match=r"'workloads\.w\.slo\.tpot_ms\.max'"):
-        goal_of("w", {**workload, "slo": {"tpot_ms": {"percentile": 90, "max": 0}}})
+        validate_config(config_of(bad_goal))
 
 
 RATE = {"over": "request_rate", "min": 0.5, "max": 8, "tolerance": 0.05}
@@ -226,42 +251,48 @@ CONC = {"over": "concurrency", "min": 1, "max": 64}
 
 
 @pytest.mark.parametrize(
-    ("entry", "workload", "key"),
+    ("entry", "beside", "key"),
     [
-        ({**CONC, "over": "num_prompts"}, None, "search.over"),
-        ({"min": 1, "max": 4}, None, "search.over"),
-        ({"over": "concurrency", "max": 4}, None, "search.min"),
-        ({"over": "concurrency", "min": 1}, None, "search.max"),
-        ({**CONC, "min": 0}, None, "search.min"),
-        ({**CONC, "min": 2.5}, None, "search.min"),
-        ({**CONC, "max": 8.0}, None, "search.max"),
-        ({**CONC, "min": True}, None, "search.min"),
-        ({**CONC, "min": 16, "max": 8}, None, "search.max"),
-        ({**CONC, "tolerance": 0.1}, None, "search.tolerance"),
-        ({**RATE, "min": 0}, None, "search.min"),
-        ({**RATE, "min": -1.0}, None, "search.min"),
-        ({**RATE, "max": 0.25}, None, "search.max"),
-        ({k: v for k, v in RATE.items() if k != "tolerance"}, None, "search.tolerance"),
-        ({**RATE, "tolerance": 0}, None, "search.tolerance"),
-        ({**RATE, "tolerance": 1}, None, "search.tolerance"),
-        ({**RATE, "tolerance": "5%"}, None, "search.tolerance"),
-        ({**CONC, "max_extensions": -1}, None, "search.max_extensions"),
-        ({**CONC, "max_extensions": 1.5}, None, "search.max_extensions"),
-        ({**CONC, "extension_factor": 1}, None, "search.extension_factor"),
-        ({**CONC, "step": 2}, None, "search.step"),
+        ({**CONC, "over": "num_prompts"}, {}, "search.over"),
+        ({"min": 1, "max": 4}, {}, "search.over"),
+        ({"over": "concurrency", "max": 4}, {}, "search.min"),
+        ({"over": "concurrency", "min": 1}, {}, "search.max"),
+        ({**CONC, "min": 0}, {}, "search.min"),
+        ({**CONC, "min": 2.5}, {}, "search.min"),
+        ({**CONC, "max": 8.0}, {}, "search.max"),
+        ({**CONC, "min": True}, {}, "search.min"),
+        ({**CONC, "min": 16, "max": 8}, {}, "search.max"),
+        ({**CONC, "tolerance": 0.1}, {}, "search.tolerance"),
+        ({**RATE, "min": 0}, {}, "search.min"),
+        ({**RATE, "min": -1.0}, {}, "search.min"),
+        ({**RATE, "max": 0.25}, {}, "search.max"),
+        ({k: v for k, v in RATE.items() if k != "tolerance"}, {}, "search.tolerance"),
+        ({**RATE, "tolerance": 0}, {}, "search.tolerance"),
+        ({**RATE, "tolerance": 1}, {}, "search.tolerance"),
+        ({**RATE, "tolerance": "5%"}, {}, "search.tolerance"),
+        ({**CONC, "max_extensions": -1}, {}, "search.max_extensions"),
+        ({**CONC, "max_extensions": 1.5}, {}, "search.max_extensions"),
+        ({**CONC, "extension_factor": 1}, {}, "search.extension_factor"),
+        ({**CONC, "step": 2}, {}, "search.step"),
         (CONC, {"concurrency": [1, 2, 4]}, "concurrency"),
         (CONC, {"concurrency": 1, "request_rate": [1.0, 2.0]}, "request_rate"),
         (RATE, {"concurrency": 8, "request_rate": 2.0}, "request_rate"),
-        ([1, 64], None, "search"),
+        ([1, 64], {}, "search"),
     ],
 )
-def test_a_search_that_cannot_be_run_is_refused_naming_its_key(entry, workload, key):
-    with pytest.raises(ConfigError, match=rf"config key 'workloads\.w\.{key.replace('.', '[.]')}'"):
-        search_settings(entry, WHERE, workload)
+def test_a_search_that_cannot_be_run_is_refused_naming_its_key(entry, beside, key):
+    with pytest.raises(ConfigError) as error:
+        validate_config(config_of(searching(entry, **beside)))
+    assert names_key(str(error.value), f"workloads.w.{key}"), str(error.value)
 
 
 def test_what_may_sit_beside_a_search():
-    """A fixed rate beside a concurrency search, and a fixed concurrency (the schema fills one
-    in) beside either, are loads a probe keeps."""
-    search_settings(CONC, WHERE, {"concurrency": 4, "request_rate": 2.0})
-    search_settings(RATE, WHERE, {"concurrency": 4, "request_rate": None})
+    """A fixed rate beside a concurrency search, and a concurrency (the cap) beside a rate
+    search, are loads a probe keeps."""
+    by_concurrency = build_searches(validate_config(config_of(searching(CONC, request_rate=2.0))))
+    (search,) = by_concurrency.values()
+    assert search.probe((8, 0)).workload_spec.request_rate == 2.0
+    by_rate = validate_config(config_of(searching(RATE, concurrency=4, request_rate=None)))
+    (search,) = build_searches(by_rate).values()
+    probe = search.probe((2.0, 0)).workload_spec
+    assert (probe.concurrency, probe.request_rate) == (4, 2.0)

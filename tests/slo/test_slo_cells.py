@@ -61,7 +61,7 @@ def judged_pair(n=40, tpot_ms=30.0):
         [metrics(goal, n), metrics(plain, n)],
         [goal, plain],
         {goal.id: records(n, tpot_ms), plain.id: records(n, tpot_ms)},
-        {"tiny": Slo.from_config(GOAL, "workloads.tiny.slo")},
+        {"tiny": Slo.from_dict(GOAL)},
     )
     return goal, plain, out
 

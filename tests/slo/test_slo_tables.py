@@ -11,7 +11,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from workflow_scripts.config.search import search_settings
+from tests.slo.configured import search_settings
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs.search_files import SearchOutcome
@@ -26,8 +26,8 @@ from workflow_scripts.slo.point import evaluate_point
 from workflow_scripts.slo.search import Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
 
-GOAL = Slo.from_config({"tpot_ms": {"percentile": 90, "max": 52}}, "workloads.w.slo")
-SPEC = search_settings({"over": "concurrency", "min": 1, "max": 64}, "workloads.w.search")
+GOAL = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 52}})
+SPEC = search_settings(over="concurrency", min=1, max=64)
 PROMPTS = 64
 TOKENS = 11
 STAMPS = {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:30Z"}
@@ -114,7 +114,7 @@ def test_an_unresolved_probe_shows_both_bounds_and_its_extension():
 
 
 def test_too_few_requests_for_a_p99_says_so():
-    goal = Slo.from_config({"tpot_ms": {"percentile": 99, "max": 52}}, "workloads.w.slo")
+    goal = Slo.from_dict({"tpot_ms": {"percentile": 99, "max": 52}})
     records, metrics = probe(20.0, n=16)
     result = evaluate_point(goal, records, metrics)
     text = probe_text(SPEC, Step(4, 0, result.verdict), result)
@@ -170,7 +170,7 @@ def test_the_drafter_at_the_goal_edge_cases():
     assert top["change"].endswith("from c=10 to at least c=64")
     alone = drafter_goal_rows([drafter])[0]
     assert alone["flags"] == "no base series" and alone["base_largest_passing"] is None
-    tighter = Slo.from_config({"tpot_ms": {"percentile": 90, "max": 40}}, "workloads.w.slo")
+    tighter = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 40}})
     other = drafter_goal_rows([searched(10, 4, slo=tighter), drafter])[0]
     assert other["flags"] == "base series under another goal or axis"
 

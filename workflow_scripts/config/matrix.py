@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from ..engines import adapter_for, known_kinds
@@ -28,8 +27,9 @@ from ..vocabulary import (
 from . import bounded_yaml, checks, probes, secrets, sweeps
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
+from .schema import check_schema
+from .schema import load_schema as load_schema  # where tests read the schema from
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 _ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -54,35 +54,6 @@ def repeat_of(cell: str) -> tuple[str, int]:
     return ("__".join(parts[:-1]), int(match.group(1))) if match else (cell, 1)
 
 
-def _path(parts: tuple[Any, ...] | list[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<top>"
-
-
-def _validator_with_defaults(schema: dict) -> jsonschema.Validator:
-    base = jsonschema.validators.validator_for(schema)
-
-    def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for name, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub and name not in instance:
-                    instance[name] = plain_copy(sub["default"])
-        yield from base.VALIDATORS["properties"](validator, properties, instance, schema)
-
-    extended = jsonschema.validators.extend(base, {"properties": set_defaults})
-    return extended(schema)
-
-
-# libyaml's loader where PyYAML has it: the schema is read at every parse of the Snakefile.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def load_schema() -> dict:
-    return yaml.load(SCHEMA_PATH.read_text(), Loader=_YAML_LOADER)
-
-
 def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     """Fill defaults and check the config against the schema and its cross references."""
     if not isinstance(config, dict):
@@ -90,14 +61,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
     checks.check_values(config)  # before the copy: an expanded alias bomb is refused here
     secrets.check_no_secrets(config)  # before the schema's messages, which quote values
     config = plain_copy(config)
-    validator = _validator_with_defaults(load_schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: (list(e.absolute_path), e.message))
-    if errors:
-        lines = []
-        for error in errors[:10]:
-            best = jsonschema.exceptions.best_match([error])
-            lines.append(f"config key '{_path(best.absolute_path)}': {best.message}")
-        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+    check_schema(config)
     _check_references(config)
     checks.warn_if_exposed(config["host"])
     return config

@@ -29,25 +29,27 @@ Load = int | float
 ProbeKey = tuple[Load, int]  # (load, extension)
 
 CONCURRENCY, REQUEST_RATE = "concurrency", "request_rate"  # config.sweeps.AXES
-DEFAULT_MAX_EXTENSIONS = 2
-DEFAULT_EXTENSION_FACTOR = 2.0
-# Caps (the schema states them too): at most 4 extensions of at most 4x each, so the last run of
-# an unresolved load has at most 4**4 = 256 times the prompts of its first.
-MAX_EXTENSIONS_CAP = 4
-EXTENSION_FACTOR_CAP = 4.0
 RATE_DIGITS = 6  # a rate probe's load, rounded as `point_part` writes it (`:g`): key = name
+
+
+def normal_load(over: str, load: Load) -> Load:
+    """A concurrency as an int, a rate rounded as its name writes it (so key and cell agree)."""
+    if over == CONCURRENCY:
+        return int(load)
+    return float(f"{float(load):.{RATE_DIGITS}g}")
 
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """Where a series' search looks and how hard it tries on an unresolved point."""
+    """Where a series' search looks and how hard it tries on an unresolved point (the schema
+    states each field's range and default: `$defs.search`)."""
 
     over: str  # concurrency | request_rate
     min: Load
     max: Load
-    tolerance: float | None = None  # request_rate: stop when (hi - lo) <= tolerance * hi
-    max_extensions: int = DEFAULT_MAX_EXTENSIONS
-    extension_factor: float = DEFAULT_EXTENSION_FACTOR
+    tolerance: float | None  # request_rate: stop when (hi - lo) <= tolerance * hi
+    max_extensions: int
+    extension_factor: float
 
     @property
     def letter(self) -> str:
@@ -78,25 +80,23 @@ class SearchSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchSettings:
-        """A search as `to_dict` wrote it (the project's own search file; checked when the config
-        was read, so not again)."""
+        """A search as the config states it (checked by its schema, defaults filled in) or as
+        `to_dict` wrote it (the project's own search file): loads normal, numbers as floats."""
+        over, tolerance = data["over"], data.get("tolerance")
         return cls(
-            data["over"],
-            data["min"],
-            data["max"],
-            data.get("tolerance"),
-            data.get("max_extensions", DEFAULT_MAX_EXTENSIONS),
-            data.get("extension_factor", DEFAULT_EXTENSION_FACTOR),
+            over,
+            normal_load(over, data["min"]),
+            normal_load(over, data["max"]),
+            None if tolerance is None else float(tolerance),
+            data["max_extensions"],
+            float(data["extension_factor"]),
         )
 
     def clamp(self, load: Load) -> Load:
         return min(self.normal(load), self.max)
 
     def normal(self, load: Load) -> Load:
-        """A concurrency as an int, a rate rounded as its name writes it (so key and cell agree)."""
-        if self.over == CONCURRENCY:
-            return int(load)
-        return float(f"{float(load):.{RATE_DIGITS}g}")
+        return normal_load(self.over, load)
 
     def midpoint(self, lo: Load, hi: Load) -> Load | None:
         """The next load to bisect at, or None when lo and hi are as close as the search goes."""
