@@ -74,8 +74,9 @@ SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "f
 
 def test_the_sweeps_code_is_one_sub_package_with_its_intervals_in_stats():
     """outputs/sweeps/ holds every sweep module, split by job and none over 450 lines; its
-    intervals come from outputs/stats.py and a point's name and typed load from
-    config/sweeps.py; only the rule that draws imports matplotlib (sweeps/plots.py)."""
+    intervals come from outputs/stats.py and a point's name and typed load from vocabulary.py,
+    beside SweepPoint (the search's planner reads the same); only the rule that draws imports
+    matplotlib (sweeps/plots.py)."""
     graph = import_graph()
     home = PACKAGE / "outputs" / "sweeps"
     assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SWEEP_MODULES, "__init__"])
@@ -89,6 +90,7 @@ def test_the_sweeps_code_is_one_sub_package_with_its_intervals_in_stats():
     sweeps = "workflow_scripts.outputs.sweeps"
     assert "workflow_scripts.outputs.stats" in graph[f"{sweeps}.gain"]
     for name in ("points", "gain", "crossover"):
-        assert "workflow_scripts.config.sweeps" in graph[f"{sweeps}.{name}"], name
+        assert "workflow_scripts.vocabulary" in graph[f"{sweeps}.{name}"], name
+    assert "workflow_scripts.vocabulary" in graph["workflow_scripts.slo.search"]
     drawing = {m for m, imports in graph.items() if f"{sweeps}.plots" in imports}
     assert drawing == {f"{sweeps}.files"}

@@ -1,6 +1,7 @@
 """The words every package shares: a cell (`Cell`) with its workload (`Workload`, its prompts a
-`DatasetSettings`) and run settings (`RunSettings`, `MemorySettings`), how its run ended (`Status`),
-what it measured (`CellMetrics`, the record metrics.json holds) and a config that cannot run
+`DatasetSettings`) and run settings (`RunSettings`, `MemorySettings`), a sweep point, its name and
+its load (`SweepPoint`, `point_part`, `point_value`), how its run ended (`Status`), what it
+measured (`CellMetrics`, the record metrics.json holds) and a config that cannot run
 (`ConfigError`).
 
 A leaf: it imports nothing from workflow_scripts, so config, engines, cell and outputs all import
@@ -86,6 +87,23 @@ class Workload:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Workload:
         return cls(**{**data, "dataset": DatasetSettings.from_dict(data["dataset"])})
+
+
+AXIS_LETTER = {"concurrency": "c", "request_rate": "r"}
+
+
+def point_value(axis: str, value: float) -> int | float:
+    """A point's load as its axis counts it: an int concurrency, a float request rate."""
+    return int(value) if axis == "concurrency" else float(value)
+
+
+def point_part(name: str, axis: str, value: float) -> str:
+    """`w-c8`, `w-r2.5`, `w-r10`: the value as written, without a trailing `.0`. With no workload
+    name (`""`) the point alone, `c8`, `r2.5`: how the sweep tables label a point. The one
+    spelling of a point's name: a cell id's and a table's agree."""
+    shown = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    point = f"{AXIS_LETTER[axis]}{shown}"
+    return f"{name}-{point}" if name else point
 
 
 @dataclass(frozen=True)

@@ -581,7 +581,7 @@ def test_a_matrix_without_a_sweep_plans_no_sweeps_job(tmp_path):
 
 
 def test_a_points_label_is_the_name_its_cell_id_ends_in_at_any_load():
-    """sweeps.csv's `point` and the cell id spell a point one way (config/sweeps.point_part),
+    """sweeps.csv's `point` and the cell id spell a point one way (vocabulary.point_part),
     a rate of a million requests/s (`:g` would write `1e+06`) too."""
     from tests.config.test_sweeps_config import cells_of, sweep_config
 

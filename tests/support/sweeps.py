@@ -8,8 +8,7 @@ import dataclasses
 from typing import Any
 
 from tests.support.outputs import BASE, DRAFTER, cell_by_id
-from workflow_scripts.config.sweeps import point_part
-from workflow_scripts.vocabulary import Cell, Status, SweepPoint, identity
+from workflow_scripts.vocabulary import Cell, Status, SweepPoint, identity, point_part
 
 WORKLOAD = "sweep"
 

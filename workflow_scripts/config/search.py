@@ -11,8 +11,8 @@ from typing import Any
 
 from ..slo.objectives import Slo
 from ..slo.search import REQUEST_RATE, Load, SearchSettings
-from ..vocabulary import ConfigError
-from .sweeps import AXES, point_part
+from ..vocabulary import ConfigError, point_part
+from .sweeps import AXES
 
 MIN_RATE = 1e-4  # the smallest rate `:g` writes without an exponent (1e-05 is `1e-05`)
 

@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..vocabulary import Cell, ConfigError, Workload
+from ..vocabulary import Cell, ConfigError, Workload, point_part, point_value
 
 AXES = ("concurrency", "request_rate")
-AXIS_LETTER = {"concurrency": "c", "request_rate": "r"}
 DEFAULT_WARMUP_REQUESTS = 1
 # Keys that shape the points, not the load of one point: no cell's Workload carries them.
 SWEEP_ONLY_KEYS = (
@@ -66,20 +65,6 @@ def check_workload(name: str, workload: dict[str, Any]) -> None:
 def axis_of(workload: dict[str, Any]) -> str | None:
     """The axis a workload sweeps, or None."""
     return next((axis for axis in AXES if isinstance(workload.get(axis), list)), None)
-
-
-def point_value(axis: str, value: float) -> int | float:
-    """A point's load as its axis counts it: an int concurrency, a float request rate."""
-    return int(value) if axis == "concurrency" else float(value)
-
-
-def point_part(name: str, axis: str, value: float) -> str:
-    """`w-c8`, `w-r2.5`, `w-r10`: the value as written, without a trailing `.0`. With no workload
-    name (`""`) the point alone, `c8`, `r2.5`: how the sweep tables label a point. The one
-    spelling of a point's name: a cell id's and a table's agree."""
-    shown = str(int(value)) if float(value).is_integer() else f"{value:g}"
-    point = f"{AXIS_LETTER[axis]}{shown}"
-    return f"{name}-{point}" if name else point
 
 
 def points(name: str, workload: dict[str, Any]) -> list[Point]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..vocabulary import point_value
 from .verdict import Verdict
 
 Load = int | float
@@ -34,9 +35,8 @@ RATE_DIGITS = 6  # a rate probe's load, rounded as `point_part` writes it (`:g`)
 
 def normal_load(over: str, load: Load) -> Load:
     """A concurrency as an int, a rate rounded as its name writes it (so key and cell agree)."""
-    if over == CONCURRENCY:
-        return int(load)
-    return float(f"{float(load):.{RATE_DIGITS}g}")
+    value = point_value(over, load)
+    return value if over == CONCURRENCY else float(f"{value:.{RATE_DIGITS}g}")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...config.sweeps import point_part
-from ...vocabulary import CellData
+from ...vocabulary import CellData, point_part
 from ..changes import FASTER
 from .gain import frame_records, series_pairs
 from .points import sweep_points

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...config.sweeps import point_part, point_value
 from ...loadgen.records import OK, RequestRecord
-from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status
+from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status, point_part, point_value
 from ..compact import REF_PREFIX, is_missing
 from ..spec_gain import spec_gain_table
 from ..stats import MIN_REPEATS, interval_from_repeats, ratio_interval, wilson_interval

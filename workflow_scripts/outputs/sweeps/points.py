@@ -8,10 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from ...config.sweeps import point_part, point_value
 from ...loadgen.records import RequestRecord
 from ...process.machine_use import disturbed
-from ...vocabulary import Cell, CellData, CellMetrics, Status
+from ...vocabulary import Cell, CellData, CellMetrics, Status, point_part, point_value
 from ..compact import is_missing, summary_row
 from ..tables import figure_intervals, merge_with_cells
 
