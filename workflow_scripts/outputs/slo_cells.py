@@ -27,7 +27,7 @@ def goal_workload(cell: Cell) -> str:
     return cell.sweep.workload if cell.sweep else cell.workload
 
 
-def judged(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict[str, Any]:
+def slo_entry(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict[str, Any]:
     """A cell's `slo` in the tables' metrics record: the goal as text and, for a cell that ran,
     its point result (`slo.point.judge`, as its `slo.json` holds it)."""
     result = judge(slo, metrics, records)
@@ -57,7 +57,7 @@ def with_slo(
         cell = by_id.get(metrics.get("cell"))
         slo = goals.get(goal_workload(cell)) if cell else None
         if slo is not None:
-            metrics = {**metrics, "slo": judged(slo, metrics, records.get(cell.id, []))}
+            metrics = {**metrics, "slo": slo_entry(slo, metrics, records.get(cell.id, []))}
         out.append(metrics)
     return out
 

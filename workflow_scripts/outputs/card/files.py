@@ -11,7 +11,7 @@ from ...loadgen.records import read_records
 from ...vocabulary import Cell, CellData
 from ..report_html import data_uri
 from ..search_files import read_goals
-from ..slo_cells import judged
+from ..slo_cells import slo_entry
 from .build import build_card, status_line
 from .model import Card
 from .render import render_html, render_markdown
@@ -51,7 +51,7 @@ def write_card(
     ]
     if goal:
         slo = next(iter(read_goals([goal]).values()))
-        metrics = {**metrics, "slo": judged(slo, metrics, records)}
+        metrics = {**metrics, "slo": slo_entry(slo, metrics, records)}
     card = build_card(
         cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix(), records=records
     )
