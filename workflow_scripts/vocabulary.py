@@ -1,8 +1,8 @@
 """The words every package shares: a cell (`Cell`) with its workload (`Workload`, its prompts a
 `DatasetSettings`) and run settings (`RunSettings`, `MemorySettings`), a sweep point, its name and
-its load (`SweepPoint`, `point_part`, `point_value`), how its run ended (`Status`), what it
-measured (`CellMetrics`, the record metrics.json holds) and a config that cannot run
-(`ConfigError`).
+its load (`SweepPoint`, `point_part`, `point_shown`, `point_value`), how its run ended
+(`Status`), what it measured (`CellMetrics`, the record metrics.json holds) and a config that
+cannot run (`ConfigError`).
 
 A leaf: it imports nothing from workflow_scripts, so config, engines, cell and outputs all import
 it and it imports none of them back.
@@ -97,12 +97,16 @@ def point_value(axis: str, value: float) -> int | float:
     return int(value) if axis == "concurrency" else float(value)
 
 
+def point_shown(value: float) -> str:
+    """A point's load as its name writes it: `8`, `2.5`, `10` (no trailing `.0`)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def point_part(name: str, axis: str, value: float) -> str:
     """`w-c8`, `w-r2.5`, `w-r10`: the value as written, without a trailing `.0`. With no workload
     name (`""`) the point alone, `c8`, `r2.5`: how the sweep tables label a point. The one
     spelling of a point's name: a cell id's and a table's agree."""
-    shown = str(int(value)) if float(value).is_integer() else f"{value:g}"
-    point = f"{AXIS_LETTER[axis]}{shown}"
+    point = f"{AXIS_LETTER[axis]}{point_shown(value)}"
     return f"{name}-{point}" if name else point
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...vocabulary import Cell, CellMetrics, Status
+from ...vocabulary import Cell, CellMetrics, Status, point_shown
 from ..labels import engine_label, server_context
 from .model import Section, fmt
 
@@ -145,7 +145,6 @@ def workload_text(cell: Cell) -> str:
 def sweep_text(cell: Cell) -> str:
     """Which series a sweep point belongs to and the load it sets."""
     sweep = cell.sweep
-    value = int(sweep.value) if sweep.axis == "concurrency" else sweep.value
     axis = "concurrency" if sweep.axis == "concurrency" else "request rate (req/s)"
     shared = (
         "its series' points run one after another on one server start"
@@ -153,7 +152,7 @@ def sweep_text(cell: Cell) -> str:
         else "each point of its series starts its own server"
     )
     return (
-        f"a point of workload {sweep.workload}'s {axis} sweep ({axis} {value}); "
+        f"a point of workload {sweep.workload}'s {axis} sweep ({axis} {point_shown(sweep.value)}); "
         f"series {sweep.series}; {shared}"
     )
 
