@@ -4,7 +4,7 @@ drafter × workload at several concurrencies or request rates) with its figures 
 (`frontier`: pareto.csv), each drafter point's gain over its base point and its acceptance
 (`gain`: spec_gain_sweep.csv), where along the load a drafter stops paying (`crossover`:
 spec_crossover.csv), a card per series in words (`cards`), all four tables at once (`build`),
-the rule's body that reads the points and writes the tables (`files`) and the figures
+the rule's work, the points' records read and the tables written (`files`) and the figures
 (`plots`, matplotlib: imported only by the rule that draws). Pure functions of the metrics (a
 cell's repeats already folded in: repeats.collapse_repeats), request records and cells; a
 point's name and typed load come from config/sweeps.py; the intervals from outputs/stats.py."""
