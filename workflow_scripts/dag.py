@@ -286,7 +286,7 @@ class Dag:
 
     def final_outputs(self) -> list[str]:
         """The tables and the report. The cards come in through the report (html_report takes
-        them): listed here too, each card was one more edge for a large matrix's DAG."""
+        them): listed here too, each card would be one more edge for a large matrix's DAG."""
         return [
             *(self.path(rule, key) for rule, key in SUMMARY_TABLES),
             self.path("summary_plots", "decode_plot"),
