@@ -20,7 +20,9 @@ Function = TypeVar("Function", bound=Callable)
 
 
 def job_function(function: Function) -> Function:
-    """`function`, with its signature given to Snakemake once (a decorator)."""
+    """`function`, with its signature given to Snakemake once (a decorator). On a method, the
+    signature less `self`: the bound method Snakemake calls reads its function's attributes."""
     if overwrite_function_params is not None:
-        overwrite_function_params(function, inspect.signature(function).parameters)
+        params = inspect.signature(function).parameters
+        overwrite_function_params(function, {k: v for k, v in params.items() if k != "self"})
     return function

@@ -6,29 +6,16 @@ exceptions (an unknown cell is a WorkflowError, a judgement not yet made a pendi
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
 from snakemake.io import ancient, report
 
 from .dag import Dag, UnknownCell
-from .job_functions import job_function, overwrite_function_params
+from .job_functions import job_function
 from .outputs.labels import RULE_FILES
 from .outputs.search_files import read_verdict, walked_probes
-
-Method = TypeVar("Method", bound=Callable)
-
-
-def job_method(method: Method) -> Method:
-    """`method`, its signature less `self` given to Snakemake once (what job_function does for a
-    function): a bound method's attributes are its function's."""
-    if overwrite_function_params is not None:
-        params = dict(inspect.signature(method).parameters)
-        del params["self"]
-        overwrite_function_params(method, params)
-    return method
 
 
 def known(lookup: Callable[[str], Any], name: str) -> Any:
@@ -64,29 +51,29 @@ class RuleJobs:
 
     # --- weights and engines ------------------------------------------------------------------
 
-    @job_method
+    @job_function
     def weights_inputs(self, wildcards) -> dict[str, str]:
         return self.dag.weights_inputs(wildcards.weights)
 
-    @job_method
+    @job_function
     def weights_spec(self, wildcards) -> str:
         return self.dag.weights_spec(wildcards.weights)
 
-    @job_method
+    @job_function
     def weights_failures(self, wildcards) -> int:
         return self.dag.failed_attempts.get(f"weights-{wildcards.weights}", 0)
 
-    @job_method
+    @job_function
     def engine_spec(self, wildcards) -> str:
         return self.dag.engine_spec(wildcards.engine)
 
-    @job_method
+    @job_function
     def engine_failures(self, wildcards) -> int:
         return self.dag.failed_attempts.get(f"engine-{wildcards.engine}", 0)
 
     # --- cells and the series' servers --------------------------------------------------------
 
-    @job_method
+    @job_function
     def cell_inputs(self, wildcards) -> dict[str, Any]:
         inputs = self.dag.inputs_of(known(self.dag.cell_of, wildcards.cell))
         series = self.dag.series_of(wildcards.cell)
@@ -95,42 +82,42 @@ class RuleJobs:
             inputs["server"] = ancient(self.dag.series_record(series))
         return inputs
 
-    @job_method
+    @job_function
     def cell_group(self, wildcards) -> str | None:
         series = self.dag.series_of(wildcards.cell)
         return f"series-{series}" if series else None
 
-    @job_method
+    @job_function
     def cell_threads(self, wildcards) -> int:
         """A point of a shared series holds no core: Snakemake adds up the threads of a group's
         jobs that start together, and its points start together (they take turns on the server).
         """
         return 0 if self.dag.series_of(wildcards.cell) else 1
 
-    @job_method
+    @job_function
     def cell_settings(self, wildcards) -> str:
         known(self.dag.cell_of, wildcards.cell)
         return self.dag.cell_settings(wildcards.cell)
 
-    @job_method
+    @job_function
     def cell_failures(self, wildcards) -> int:
         return self.dag.failed_attempts.get(wildcards.cell, 0)
 
-    @job_method
+    @job_function
     def series_inputs(self, wildcards) -> dict[str, str]:
         return known(self.dag.series_inputs, wildcards.series)
 
-    @job_method
+    @job_function
     def series_input_args(self, wildcards) -> str:
         return self.dag.series_input_args(wildcards.series)
 
-    @job_method
+    @job_function
     def series_launch_file(self, wildcards) -> str:
         return self.dag.series_launch_file(wildcards.series)
 
     # --- latency goals ------------------------------------------------------------------------
 
-    @job_method
+    @job_function
     def goal_input(self, wildcards) -> str:
         return self.dag.goal_input(wildcards.cell)
 
@@ -141,7 +128,7 @@ class RuleJobs:
         except IncompleteCheckpointException:
             return None
 
-    @job_method
+    @job_function
     def slo_table_inputs(self, wildcards) -> dict[str, list[str]]:
         """Each series' search file and the judgements of the probes its walk has reached: every
         series walks at once (each stops at its own next probe). Plain paths, no
@@ -157,11 +144,11 @@ class RuleJobs:
 
     # --- cards, tables, figures ---------------------------------------------------------------
 
-    @job_method
+    @job_function
     def card_goal(self, wildcards) -> dict[str, str]:
         return self.dag.card_goal(wildcards.cell)
 
-    @job_method
+    @job_function
     def card_settings(self, wildcards) -> str:
         return self.dag.card_settings(wildcards.cell)
 
@@ -177,14 +164,14 @@ class RuleJobs:
 
         return {"subcategory": self.report_subcategory, "labels": labels}
 
-    @job_method
+    @job_function
     def report_subcategory(self, wildcards) -> str:
         return self.dag.cells[wildcards.cell].model
 
-    @job_method
+    @job_function
     def all_cells_settings(self, wildcards) -> str:
         return self.dag.all_cells_settings()
 
-    @job_method
+    @job_function
     def sweep_gpus(self, wildcards) -> str:
         return self.dag.sweep_gpus()
