@@ -3,7 +3,7 @@ changed source reruns the chain), every wrong key is named before anything runs,
 plans the chain q4_1 -> bf16 -> f16 -> q8_0/q4_0 with each step after its source and, where it
 runs llama.cpp's tools, after the engine step.
 
-No conversion runs here (see test_weights_derive_live.py); the DAG test only plans (`-n`).
+No conversion runs here (see test_derive_live.py); the DAG test only plans (`-n`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the config errors, one drafter spelled per engine kind, and the venv itself (made once per key,
 a half-made one remade, pip's own reason when it cannot install). The venv tests install a tiny
 real package (`six`) with the real pip; the vLLM venv itself is exercised live in
-test_engines_vllm_live.py."""
+test_vllm_live.py."""
 
 from __future__ import annotations
 

@@ -413,7 +413,7 @@ def test_a_hub_gguf_is_refused_for_an_engine_that_loads_hub_ids():
 
 
 def test_a_local_gguf_is_one_vllm_reads():
-    """vLLM loads one GGUF file by its path (engines/test_engines_argv.py pins that argv)."""
+    """vLLM loads one GGUF file by its path (engines/test_argv.py pins that argv)."""
     config = default_config()
     config["cells"].append({**EXPLICIT, "engine": "vllm-cpu"})
     build_cells(validate_config(config))
