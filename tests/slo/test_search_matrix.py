@@ -129,7 +129,7 @@ def test_a_fixed_workloads_goal_is_no_part_of_its_cells_settings():
 
 
 def test_the_walk_asks_the_law_probe_by_probe_and_stops_at_a_missing_one():
-    spec = build_searches(validate_config(config()))[SERIES].spec
+    spec = build_searches(validate_config(config()))[SERIES].settings
     law = {load: Verdict.PASS if load <= 5 else Verdict.FAIL for load in range(1, 17)}
     asked = walk(spec, lambda key: law[key[0]])
     assert asked == [(1, 0), (2, 0), (4, 0), (8, 0), (6, 0), (5, 0)]
@@ -143,7 +143,7 @@ def test_a_load_left_unresolved_is_not_the_search_reaching_its_max():
     its extension; the table said `c1 (the search's max) passes` until at_max looked at it."""
     from workflow_scripts.slo.search import next_probe
 
-    spec = build_searches(validate_config(config()))[SERIES].spec
+    spec = build_searches(validate_config(config()))[SERIES].settings
     unresolved = Verdict.UNRESOLVED
     verdicts = {(1, 0): Verdict.PASS, **{(2, k): unresolved for k in range(3)}}  # cap: 2
     plan = next_probe(spec, verdicts)
@@ -232,7 +232,7 @@ def test_the_extension_caps_the_schema_states_are_accepted_and_read_as_stated():
     stated = load_schema()["$defs"]["search"]["properties"]
     caps = {key: stated[key]["maximum"] for key in ("extension_factor", "max_extensions")}
     search = {"over": "concurrency", "min": 1, "max": 16, **caps}
-    spec = build_searches(validate_config(config(search=search)))[SERIES].spec
+    spec = build_searches(validate_config(config(search=search)))[SERIES].settings
     assert (spec.extension_factor, spec.max_extensions) == tuple(caps.values())
     assert spec.prompts_for(40, spec.max_extensions) == 256 * 40
 
@@ -256,6 +256,6 @@ def test_the_smallest_rate_accepted_round_trips_through_its_probe_id():
 
     searches = build_searches(validate_config(rate_config(MIN_RATE)))
     search = searches[SERIES]
-    for load in (MIN_RATE, search.spec.normal(MIN_RATE * 1.23456789)):
+    for load in (MIN_RATE, search.settings.normal(MIN_RATE * 1.23456789)):
         probe = search.probe_id((load, 1))
         assert probe_of(searches, probe) == (search, (load, 1)), probe

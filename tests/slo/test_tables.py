@@ -71,7 +71,7 @@ def searched(a, b, drafter="none", slo=GOAL, spec=SPEC, law=None):
         drafter=drafter,
         workload="w",
         slo=slo,
-        spec=spec,
+        settings=spec,
         plan=plan,
         results=results,
     )

@@ -123,7 +123,7 @@ def search_first_probes(searches: dict[str, Search]) -> list[tuple[Cell, str]]:
     rest depends on the verdicts, so the plan names them and does not guess further."""
     out = []
     for search in searches.values():
-        spec = search.spec
+        spec = search.settings
         ladder, load = [], spec.normal(spec.min)
         while len(ladder) < 4:
             ladder.append(load_label(spec, load))

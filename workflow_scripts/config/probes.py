@@ -32,19 +32,21 @@ class Search:
     workload: str
     workload_entry: Mapping[str, Any]  # the configured workload, as validated
     slo: Slo
-    spec: SearchSettings
+    settings: SearchSettings
     where: str  # the cells entry it comes from (what resources and errors name)
 
     def probe_id(self, key: ProbeKey) -> str:
-        return self.series.removesuffix(self.workload) + probe_part(self.spec, self.workload, key)
+        return self.series.removesuffix(self.workload) + probe_part(
+            self.settings, self.workload, key
+        )
 
     def probe(self, key: ProbeKey) -> Cell:
         """The cell that measures `key` = (load, extension): a fresh server of its own, the load
-        set, and extension k running `spec.prompts_for` times the prompts."""
+        set, and extension k running `settings.prompts_for` times the prompts."""
         load, extension = key
-        entry = sweeps.point_entry(self.workload_entry, self.spec.over, load)
-        entry["num_prompts"] = self.spec.prompts_for(entry["num_prompts"], extension)
-        part = probe_part(self.spec, self.workload, key)
+        entry = sweeps.point_entry(self.workload_entry, self.settings.over, load)
+        entry["num_prompts"] = self.settings.prompts_for(entry["num_prompts"], extension)
+        part = probe_part(self.settings, self.workload, key)
         return replace(
             self.template,
             id=self.probe_id(key),
@@ -52,7 +54,7 @@ class Search:
             workload_spec=sweeps.cell_workload(entry, self.template.engine_spec),
             sweep=SweepPoint(
                 workload=self.workload,
-                axis=self.spec.over,
+                axis=self.settings.over,
                 value=load,
                 series=self.series,
                 shared_server=False,
@@ -61,7 +63,7 @@ class Search:
 
     def key_of(self, cell_id: str) -> ProbeKey | None:
         """`<series>-c8-x1` -> (8, 1); None when the id is no probe of this series."""
-        return probe_key(self.series, self.workload, self.spec, cell_id)
+        return probe_key(self.series, self.workload, self.settings, cell_id)
 
 
 def probe_key(series: str, workload: str, spec: SearchSettings, cell_id: str) -> ProbeKey | None:
@@ -100,7 +102,7 @@ def search_series(name: str, cell: Cell, workload: Mapping[str, Any], where: str
         workload=name,
         workload_entry=workload,
         slo=slo,
-        spec=spec,
+        settings=spec,
         where=where,
     )
 
@@ -157,7 +159,7 @@ def check_probe_ids(ids: Mapping[str, str], searches: Mapping[str, Search]) -> N
         search, key = found
         raise ConfigError(
             f"config key '{where}': cell '{cell_id}' has the id of probe "
-            f"{load_label(search.spec, key[0])} of the search of workload '{search.workload}' "
+            f"{load_label(search.settings, key[0])} of the search of workload '{search.workload}' "
             f"({search.where}), which would read that cell as its probe; rename workload "
             f"'{cell_id.rpartition('__')[2]}' or '{search.workload}'"
         )

@@ -91,7 +91,7 @@ class InProcess:
     poll = None  # the progress counts this process's records itself
 
     def __init__(self, spec: LoadSettings, prompts: list[Prompt]) -> None:
-        self.spec, self.prompts = spec, prompts
+        self.settings, self.prompts = spec, prompts
         self.records: list[RequestRecord] = []
         self.capped = False
 
@@ -104,10 +104,10 @@ class InProcess:
     async def run(self, t0: float, on_record: Callable[[RequestRecord], None]) -> None:
         positions = iter(range(len(self.prompts)))
         self.records, self.capped = await measured(
-            self.spec,
+            self.settings,
             self.prompts,
             t0,
-            self.spec.concurrency,
+            self.settings.concurrency,
             lambda: next(positions, None),
             on_record,
         )

@@ -107,7 +107,7 @@ class FanOut:
     one warms up, wait for the start time `run` sends, and are reaped by `close`."""
 
     def __init__(self, spec: LoadSettings, prompts: list[Prompt], processes: int) -> None:
-        self.spec, self.prompts, self.processes = spec, prompts, processes
+        self.settings, self.prompts, self.processes = spec, prompts, processes
         self.ctx = multiprocessing.get_context("spawn")
         self.counter = self.ctx.Value("q", 0)
         self.tally = self.ctx.Array("q", 3)  # done, errors, completion tokens: for the progress
@@ -120,11 +120,11 @@ class FanOut:
 
     def start(self) -> None:
         with parent_main_hidden():
-            for workers in split_workers(self.spec.concurrency, self.processes):
+            for workers in split_workers(self.settings.concurrency, self.processes):
                 mine, theirs = self.ctx.Pipe()
                 proc = self.ctx.Process(
                     target=_child,
-                    args=(theirs, self.spec, self.prompts, self.counter, self.tally, workers),
+                    args=(theirs, self.settings, self.prompts, self.counter, self.tally, workers),
                     daemon=True,
                 )
                 proc.start()

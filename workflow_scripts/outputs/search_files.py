@@ -68,7 +68,7 @@ def search_record(search: Search) -> dict[str, Any]:
         "drafter": cell.drafter,
         "workload": search.workload,
         "slo": search.slo.to_dict(),
-        "search": search.spec.to_dict(),
+        "search": search.settings.to_dict(),
     }
 
 
@@ -237,7 +237,7 @@ def walked_probes(
     return [
         search.probe_id(key)
         for key in walk(
-            search.spec,
+            search.settings,
             lambda key: probe_verdict(
                 search, key, results_dir, goals_dir, checkpoint_verdict, dry_run
             ),
@@ -286,7 +286,7 @@ class SearchOutcome:
     drafter: str
     workload: str
     slo: Slo
-    spec: SearchSettings
+    settings: SearchSettings
     plan: Plan
     results: Mapping[ProbeKey, PointResult]
     failed: Mapping[ProbeKey, str] = field(default_factory=dict)
@@ -319,7 +319,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
         drafter=search["drafter"],
         workload=search["workload"],
         slo=slo,
-        spec=spec,
+        settings=spec,
         plan=plan,
         results=results,
         failed=failed,

@@ -109,7 +109,7 @@ def load_text(spec: SearchSettings, load: Any, at_max: bool = False) -> str:
 
 def search_note(search: SearchOutcome) -> str:
     """What the search concluded, in a sentence or two."""
-    plan, spec = search.plan, search.spec
+    plan, spec = search.plan, search.settings
     if not plan.done:
         label = load_label(spec, plan.load) + (f" ext{plan.extension}" if plan.extension else "")
         if plan.key in search.failed:
@@ -152,7 +152,7 @@ def search_note(search: SearchOutcome) -> str:
 
 def slo_row(search: SearchOutcome) -> dict[str, Any]:
     """One series' row of slo.csv."""
-    plan, spec = search.plan, search.spec
+    plan, spec = search.plan, search.settings
     answer = search.at(plan.largest_passing) if plan.largest_passing is not None else None
     walls = [search.results[s.key].wall_s for s in plan.steps if s.key in search.results]
     return {
@@ -200,10 +200,10 @@ def change_text(base: SearchOutcome, drafter: SearchOutcome) -> str:
     """`the drafter raises the load served within the goal from c=8 to c=12`."""
     if not (base.plan.done and drafter.plan.done):
         return "a search of the pair has not finished"
-    spec = base.spec
+    spec = base.settings
     b, d = base.plan.largest_passing, drafter.plan.largest_passing
     b_text = load_text(spec, b, base.plan.at_max)
-    d_text = load_text(drafter.spec, d, drafter.plan.at_max)
+    d_text = load_text(drafter.settings, d, drafter.plan.at_max)
     if b == d and base.plan.at_max == drafter.plan.at_max:
         return f"the drafter leaves the load served within the goal at {b_text}"
     rank_b = (-1.0 if b is None else b, base.plan.at_max)
@@ -225,7 +225,9 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
         if d.drafter == NO_DRAFTER:
             continue
         candidates = bases.get((d.model, d.engine, d.quant, d.workload), [])
-        base = next((b for b in candidates if b.slo == d.slo and b.spec.over == d.spec.over), None)
+        base = next(
+            (b for b in candidates if b.slo == d.slo and b.settings.over == d.settings.over), None
+        )
         flags = []
         if base is None:
             flags.append(
@@ -244,7 +246,7 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
                 "quant": d.quant,
                 "drafter": d.drafter,
                 "workload": d.workload,
-                "over": d.spec.over,
+                "over": d.settings.over,
                 "slo": d.slo.text,
                 "base_largest_passing": base.plan.largest_passing if base else None,
                 "drafter_largest_passing": d.plan.largest_passing,
@@ -389,7 +391,7 @@ def search_figure(searches: list[SearchOutcome]):
         loads = sorted({r["load"] for r in panel})
         ax.set_xticks(loads, [f"{load:g}" for load in loads])
         ax.minorticks_off()
-        ax.set_xlabel(searches[0].spec.over.replace("_", " "))
+        ax.set_xlabel(searches[0].settings.over.replace("_", " "))
         ax.set_ylabel(f"{name} (ms)")
         ax.set_title(f"{name}: o pass, x fail, ■ unresolved")
         ax.legend(fontsize=7)
