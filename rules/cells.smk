@@ -23,6 +23,8 @@ rule cell:
 # The server a sweep's series shares (workflow_scripts.cell.shared): a service job in the
 # series' group, its record written once the server answers, ended once the last point is done.
 # It holds the machine (`machine=1`, the default profile's `resources`) while its points run.
+# A `shell:` rule that execs Python: a `script:` job is no process Snakemake can end
+# (docs/sweeps.md).
 rule series_server:
     input:
         unpack(JOBS.series_inputs),
