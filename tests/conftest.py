@@ -113,3 +113,16 @@ def standin() -> Iterator[StandinServers]:
 def pytest_configure(config):
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# --- the DAG of a config, built where no run has left results
+
+
+@pytest.fixture(scope="module")
+def empty_workdir(tmp_path_factory):
+    """An empty folder as the working directory for a module's tests: the DAG reads what the
+    config's relative `results/` already holds (failure counts, the search's verdicts), and a run
+    left in the checkout (CI's README run) must not move a test."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("workdir"))
+        yield

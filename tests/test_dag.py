@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def dag():
+def dag(empty_workdir):
     return build_dag(yaml.safe_load((REPO / "config.yaml").read_text()))
 
 

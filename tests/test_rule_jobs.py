@@ -31,7 +31,7 @@ class PendingCheckpoints:
 
 
 @pytest.fixture(scope="module")
-def jobs():
+def jobs(empty_workdir):
     dag = build_dag(yaml.safe_load((REPO / "config.yaml").read_text()))
     return RuleJobs(dag, PendingCheckpoints, SimpleNamespace(dryrun=True))
 
