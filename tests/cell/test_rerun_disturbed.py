@@ -17,7 +17,8 @@ from tests.support.engines import left_behind
 from tests.support.pipeline import tiny_config, tiny_workload
 from workflow_scripts.cell import attempts as cell_attempts
 from workflow_scripts.cell import run as cell_run
-from workflow_scripts.config.matrix import build_cells, load_schema, validate_config
+from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.config.schema import load_schema
 from workflow_scripts.loadgen.client import LoadResult
 from workflow_scripts.process import machine_use as mu
 from workflow_scripts.vocabulary import ConfigError

@@ -18,7 +18,7 @@ import pytest
 
 from tests.fixtures.contract.make_contract import HERE as CONTRACT_DIR
 from tests.fixtures.contract.make_contract import structure
-from workflow_scripts.config.matrix import load_schema
+from workflow_scripts.config.schema import load_schema
 from workflow_scripts.process import machine_use as mu
 from workflow_scripts.process.memory import KIB_PER_GIB, MemorySample, MemorySampler
 

@@ -28,7 +28,6 @@ from . import bounded_yaml, checks, probes, secrets, sweeps
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
 from .schema import check_schema
-from .schema import load_schema as load_schema  # where tests read the schema from
 
 _ID_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
