@@ -36,9 +36,9 @@ NO_DRAFTER = "none"  # the drafter name of a cell without speculative decoding
 class DatasetSettings:
     """Where a workload's prompts come from (`workloads.<name>.dataset`)."""
 
-    kind: str  # sharegpt | random | jsonl
+    kind: str  # sharegpt | humaneval | random | jsonl
     shuffle_seed: int | None = None  # None: the file's own order
-    package: str | None = None  # sharegpt: the registry package that ships the file
+    package: str | None = None  # sharegpt, humaneval: the registry package that ships the file
     path: str | None = None  # a jsonl file, or a sharegpt file of one's own
     input_len: int | None = None  # random: tokens per prompt
     output_len: int | None = None  # accepted by the schema; no loader reads it

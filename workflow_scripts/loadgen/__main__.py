@@ -80,7 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--base-url", required=True, type=_base_url, help="server root, e.g. http://127.0.0.1:8080"
     )
-    p.add_argument("--dataset", choices=["sharegpt", "random", "jsonl"], default="sharegpt")
+    p.add_argument(
+        "--dataset", choices=["sharegpt", "humaneval", "random", "jsonl"], default="sharegpt"
+    )
     p.add_argument("--dataset-path", help="the ShareGPT JSON or JSONL file (sharegpt: cached)")
     p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
     p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")

