@@ -1,5 +1,6 @@
 """Progress for the person at the terminal: lines reach the process's own stderr even while a
-rule script has pointed `sys.stderr` at its log, and are throttled."""
+rule script has pointed `sys.stderr` at its log, and are throttled; a table takes the
+terminal's width, at most 80 columns."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 from workflow_scripts.loadgen.progress import Progress as _Progress
 from workflow_scripts.loadgen.records import OK, RequestRecord
-from workflow_scripts.terminal import Throttle, human_bytes, say
+from workflow_scripts.terminal import Throttle, human_bytes, say, terminal_width
 
 
 def test_say_reaches_the_terminal_while_stderr_goes_to_a_log(capfd, monkeypatch):
@@ -54,3 +55,12 @@ def test_a_labelled_load_progress_prints_lines_not_a_bar(capfd):
     assert len(lines) == 2
     assert all(line.startswith("cell-x: 3/4 requests, 0 errors") for line in lines)
     assert "\r" not in "".join(lines)
+
+
+def test_a_table_takes_the_terminals_width_at_most_80_and_80_without_a_terminal(monkeypatch):
+    for columns, width in [("60", 60), ("79", 79), ("300", 80), ("10", 40)]:
+        monkeypatch.setenv("COLUMNS", columns)
+        assert terminal_width() == width
+    monkeypatch.delenv("COLUMNS")
+    monkeypatch.setattr(sys, "__stdout__", io.StringIO())  # no terminal: CI, a pipe
+    assert terminal_width() == 80

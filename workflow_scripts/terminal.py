@@ -1,4 +1,4 @@
-"""Progress lines for the person who ran snakemake.
+"""Progress lines for the person who ran snakemake, and how wide a table for them may be.
 
 Rule scripts send their stderr to the rule's log (`entry.stderr_to_log`), so a long step would
 be silent where the user watches. These lines go to the process's original stderr, which
@@ -7,6 +7,7 @@ Snakemake passes through to the terminal (or CI log), and are throttled so a log
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
@@ -47,3 +48,10 @@ def human_bytes(count: float) -> str:
         if count < 1024 or unit == "GiB":
             break
     return f"{count:.1f} {unit}"
+
+
+def terminal_width(most: int = 80, least: int = 40) -> int:
+    """The terminal's columns (`COLUMNS` first, as `shutil.get_terminal_size` reads them), at
+    most `most`: a table reads the same in a wide terminal and in a CI log (no terminal: `most`).
+    Never below `least`, where nothing useful fits."""
+    return max(least, min(most, shutil.get_terminal_size((most, 24)).columns))
