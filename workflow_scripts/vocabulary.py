@@ -344,10 +344,11 @@ class CellMetrics(TypedDict, total=False):
     e2el_ms: Distribution
     itl_per_token_ms: Distribution
     tokens_per_chunk: Distribution
-    # memory, speculative decoding, checks
+    # memory, speculative decoding, the prefix cache, checks
     mem: MemoryFigures | None
     gpu_note: str | None
     spec: SpecFigures | None
+    prefix_cache_hit_pct: float | None  # prompt tokens served from the engine's prefix cache, %
     context_guard: dict[str, Any]
     client: dict[str, Any]
     interference: dict[str, Any]

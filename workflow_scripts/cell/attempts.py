@@ -1,11 +1,11 @@
 """One measured attempt on a cell's server, and measuring again while it was disturbed: the
-bench window (what is read at the measured run's edges: the engine's speculative-decoding
-counters, the CPU snapshots), the warm-up, load and scrape of an attempt, and the rule of
-`checks.rerun_disturbed` (only on a server whose prefix cache is off)."""
+bench window (what is read at the measured run's edges: the engine's speculative-decoding and
+prefix-cache counters, the CPU snapshots), the warm-up, load and scrape of an attempt, and the
+rule of `checks.rerun_disturbed` (only on a server whose prefix cache is off)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from ..engines.base import EngineAdapter, SpecCounters
 from ..loadgen.client import LoadResult, LoadSettings, RunOptions, run_load
 from ..loadgen.datasets import Prompt
 from ..loadgen.metrics import compute_metrics
+from ..loadgen.records import OK, RequestRecord
 from ..process.auth import auth_headers
 from ..process.machine_use import (
     Thresholds,
@@ -43,7 +44,8 @@ def _scrape(base_url: str, paths: list[str]) -> str | None:
 
 class BenchWindow:
     """What is read at the edges of the measured run: the engine's speculative-decoding counters
-    before and after, and the CPU snapshots of the server's and the client's trees."""
+    and its prefix cache's text before and after, and the CPU snapshots of the server's and the
+    client's trees."""
 
     def __init__(
         self,
@@ -55,22 +57,43 @@ class BenchWindow:
         self.adapter, self.base_url = adapter, base_url
         self.sampler, self.server_roots = sampler, server_roots
         self.counters: dict[str, SpecCounters | None] = {}
+        self.cache_texts: dict[str, str | None] = {}
         self.use: dict[str, UseSnapshot] = {}
 
-    def _counters(self) -> SpecCounters | None:
-        text = _scrape(self.base_url, self.adapter.paths_to_try(self.adapter.metrics_path))
-        return self.adapter.parse_spec_metrics(text) if text else None
+    def _read(self, edge: str) -> None:
+        """The engine's counters at one edge ("before", "after"): one scrape where the
+        prefix cache's counters live beside the speculative-decoding ones."""
+        adapter = self.adapter
+        text = _scrape(self.base_url, adapter.paths_to_try(adapter.metrics_path))
+        self.counters[edge] = adapter.parse_spec_metrics(text) if text else None
+        cache_path = adapter.prefix_cache_path
+        if cache_path is not None and cache_path != adapter.metrics_path:
+            text = _scrape(self.base_url, adapter.paths_to_try(cache_path))
+        self.cache_texts[edge] = text if cache_path is not None else None
 
     def measure_start(self) -> None:
         self.sampler.set_phase("bench")
-        self.counters["before"] = self._counters()
+        self._read("before")
         self.use["start"] = take_snapshot(self.server_roots)
 
     def measure_end(self) -> None:
         self.use["end"] = take_snapshot(self.server_roots)
 
     def scrape_after(self) -> None:
-        self.counters["after"] = self._counters()
+        self._read("after")
+
+    def clear(self) -> None:
+        self.use.clear()
+        self.counters.clear()
+        self.cache_texts.clear()
+
+    def prefix_cache_hit_pct(self, records: Sequence[RequestRecord]) -> float | None:
+        """The engine's prefix-cache hit rate over the measured run (metrics.json
+        `prefix_cache_hit_pct`): its adapter reads the completed measured requests or the
+        counters read at the run's edges; None where the engine reports none."""
+        measured = [r for r in records if not r.warmup and r.status == OK]
+        before, after = self.cache_texts.get("before"), self.cache_texts.get("after")
+        return self.adapter.prefix_cache_hit_pct(measured, before, after)
 
 
 @dataclass(frozen=True)
@@ -99,8 +122,7 @@ def measure_once(
     (its snapshots, the memory samples taken since it began)."""
     sampler = window.sampler
     samples_from = len(sampler.samples)
-    window.use.clear()
-    window.counters.clear()
+    window.clear()
     sampler.set_phase("warmup")
     load = run_load(
         spec,

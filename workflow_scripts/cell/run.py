@@ -380,8 +380,8 @@ def measured(
     kept: Attempt,
     window: BenchWindow,
 ) -> CellMetrics:
-    """The kept attempt's figures, how it was run, acceptance, and what the client and the rest
-    of the machine used during its bench."""
+    """The kept attempt's figures, how it was run, acceptance, the prefix cache's hit rate, and
+    what the client and the rest of the machine used during its bench."""
     cell, command = plan.cell, plan.command
     load = kept.load
     records = load.records
@@ -397,6 +397,7 @@ def measured(
             request_fields(cell),
         ),
         "spec": spec_result(cell, window.counters, records),
+        "prefix_cache_hit_pct": window.prefix_cache_hit_pct(records),
     }
     use = window.use
     if "start" in use and "end" in use:

@@ -1,15 +1,18 @@
-"""What every engine adapter answers: argv for a cell, readiness, metrics, version, and (for
-engines that split their context into slots) how much context one request gets."""
+"""What every engine adapter answers: argv for a cell, readiness, metrics, version, what its
+prefix cache served, and (for engines that split their context into slots) how much context one
+request gets."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import requests
 
+from ..loadgen.records import RequestRecord
 from ..process.auth import auth_headers
 from ..vocabulary import Cell, ConfigError
 
@@ -69,6 +72,13 @@ def flag_args(settings: dict[str, Any], order: tuple[str, ...] = ()) -> list[str
     return args
 
 
+def hit_pct(hits: float | None, queried: float | None) -> float | None:
+    """100 * hits / queried prompt tokens; None when nothing was counted (no figure, not 0)."""
+    if hits is None or not queried:
+        return None
+    return 100.0 * hits / queried
+
+
 def get_json(url: str, timeout_s: float = 10.0) -> Any:
     """GET a JSON document; None when the server does not answer it."""
     try:
@@ -115,6 +125,9 @@ class EngineAdapter:
     # The settings that keep a server from serving a prompt from its prefix cache: a sweep's
     # points that share one server start run with them, so no point re-serves an earlier one's.
     prefix_cache_off: ClassVar[dict[str, Any]] = {}
+    # Where the engine's prefix-cache counters are read, before and after the measured run
+    # (None: it has none to read there; per-response figures come with the records).
+    prefix_cache_path: ClassVar[str | None] = None
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
         where = f"engines.{name}"
@@ -180,6 +193,14 @@ class EngineAdapter:
 
     def parse_spec_metrics(self, text: str) -> SpecCounters:
         return SpecCounters()
+
+    def prefix_cache_hit_pct(
+        self, records: Sequence[RequestRecord], before: str | None, after: str | None
+    ) -> float | None:
+        """The percentage of the measured run's prompt tokens the engine served from its prefix
+        cache, from `records` (the measured requests that completed) or from `prefix_cache_path`
+        read `before` and `after` the run (None where it did not answer). None: not reported."""
+        return None
 
     def parse_version(self, document: Any) -> str | None:
         """The engine version from the JSON at `version_path`."""

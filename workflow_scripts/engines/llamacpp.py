@@ -1,15 +1,18 @@
-"""llama.cpp `llama-server`: flags, drafters (`--spec-type`), `/metrics` counters, and the
-per-slot context (`-c` is split across `--parallel` slots)."""
+"""llama.cpp `llama-server`: flags, drafters (`--spec-type`), `/metrics` counters, the prefix
+cache's hits from each response's `timings`, and the per-slot context (`-c` is split across
+`--parallel` slots)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import requests
 
+from ..loadgen.records import RequestRecord
 from ..process.auth import auth_headers
 from ..vocabulary import Cell
-from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json
+from .base import EngineAdapter, LaunchPaths, SpecCounters, flag_args, get_json, hit_pct
 from .registry import register
 
 NGRAM_KINDS = frozenset(
@@ -143,6 +146,18 @@ class LlamaCppAdapter(EngineAdapter):
             accepted_tokens=values.get("spec_decode_num_accepted_tokens_total", {}).get(()),
             accepted_per_pos=[per_pos[k] for k in sorted(per_pos, key=lambda k: int(k[0][1]))],
         )
+
+    def prefix_cache_hit_pct(
+        self, records: Sequence[RequestRecord], before: str | None, after: str | None
+    ) -> float | None:
+        """Each response's `timings`: `cache_n` prompt tokens reused from the slot's cache,
+        `prompt_n` evaluated (tools/server/server-common.cpp, `server_slot_stats::to_json`);
+        100 * sum(cache_n) / sum(cache_n + prompt_n) over the completed measured requests."""
+        timings = [r.timings for r in records if r.timings and "cache_n" in r.timings]
+        if not timings:
+            return None
+        cached = sum(float(t["cache_n"] or 0) for t in timings)
+        return hit_pct(cached, cached + sum(float(t.get("prompt_n") or 0) for t in timings))
 
     # -- context per slot -------------------------------------------------------------------
     def served_per_slot_context(self, base_url: str) -> int | None:

@@ -18,3 +18,18 @@ def counters(text: str, prefix: str = "") -> dict[str, dict[tuple, float]]:
             name = sample.name[len(prefix) :]
             out.setdefault(name, {})[tuple(sorted(sample.labels.items()))] = sample.value
     return out
+
+
+def counter_delta(before: str | None, after: str | None, prefix: str, name: str) -> float | None:
+    """How much counter `name` (summed over its labels: engines, model names, sources) grew
+    between two readings; None when the later one has no such counter. A counter absent from
+    the earlier reading (created at its first increment) counts from 0."""
+
+    def total(text: str | None) -> float | None:
+        samples = counters(text, prefix).get(name) if text else None
+        return sum(samples.values()) if samples else None
+
+    after_total = total(after)
+    if after_total is None:
+        return None
+    return after_total - (total(before) or 0.0)

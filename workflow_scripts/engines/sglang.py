@@ -2,15 +2,18 @@
 as `--speculative-algorithm` and its step/top-k/draft-token flags. Acceptance comes from each
 response's `sglext.spec_tokens_details` when the server returns them, else from `/server_info`
 (`/get_server_info` on older builds): a running mean over the server's life, read at warmup end
-and at bench end (`specdecode.acceptance_from_server_info` takes the difference)."""
+and at bench end (`specdecode.acceptance_from_server_info` takes the difference). The prefix
+cache's hits are its `/metrics` token counters, there only with `--enable-metrics`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from ..loadgen.records import RequestRecord
 from ..vocabulary import Cell
-from .base import HubModelAdapter, LaunchPaths, SpecCounters, flag_args
+from .base import HubModelAdapter, LaunchPaths, SpecCounters, flag_args, hit_pct
 from .registry import register
 
 # drafter kind -> `--speculative-algorithm`
@@ -61,6 +64,7 @@ class SglangAdapter(HubModelAdapter):
     docker_args = ("--shm-size", "32g")
     weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file
     prefix_cache_off = {"disable_radix_cache": True}
+    prefix_cache_path = "/metrics"  # only with `--enable-metrics` (settings: enable_metrics)
     setting_types = {
         "port": ("integer",),
         "mem_fraction_static": ("number",),
@@ -111,3 +115,16 @@ class SglangAdapter(HubModelAdapter):
             return SpecCounters()
         value = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
         return SpecCounters(accept_length=float(value) if value is not None else None)
+
+    def prefix_cache_hit_pct(
+        self, records: Sequence[RequestRecord], before: str | None, after: str | None
+    ) -> float | None:
+        """`sglang:cached_tokens_total` / `sglang:prompt_tokens_total` (counted per finished
+        request, python/sglang/srt/metrics/collector.py), their growth over the measured run.
+        The cached counter appears at its first increment: absent with prompts counted is 0. Its
+        `sglang:cache_hit_rate` gauge is the last batch's rate, not the run's, so it is not read."""
+        from .promtext import counter_delta
+
+        prompt = counter_delta(before, after, "sglang:", "prompt_tokens_total")
+        cached = counter_delta(before, after, "sglang:", "cached_tokens_total")
+        return hit_pct(cached or 0.0, prompt)

@@ -1,14 +1,16 @@
 """vLLM (`vllm serve`): the model as a hub id (or a path), settings as flags, drafters as one
-`--speculative-config` JSON, spec-decode counters from `/metrics`."""
+`--speculative-config` JSON, spec-decode and prefix-cache counters from `/metrics`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..loadgen.records import RequestRecord
 from ..vocabulary import Cell
-from .base import HubModelAdapter, LaunchPaths, SpecCounters
+from .base import HubModelAdapter, LaunchPaths, SpecCounters, hit_pct
 from .registry import register
 
 # drafter kind -> vLLM `speculative_config.method`
@@ -46,6 +48,7 @@ class VllmAdapter(HubModelAdapter):
     api_key_env_var = "VLLM_API_KEY"
     weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file (experimental)
     prefix_cache_off = {"enable_prefix_caching": False}
+    prefix_cache_path = "/metrics"
     setting_types = {
         "port": ("integer",),
         "max_model_len": ("integer", "string"),  # `64k` too
@@ -113,4 +116,17 @@ class VllmAdapter(HubModelAdapter):
             draft_tokens=total("spec_decode_num_draft_tokens_total"),
             accepted_tokens=total("spec_decode_num_accepted_tokens_total"),
             accepted_per_pos=[per_pos[i] for i in sorted(per_pos)],
+        )
+
+    def prefix_cache_hit_pct(
+        self, records: Sequence[RequestRecord], before: str | None, after: str | None
+    ) -> float | None:
+        """`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries` (counters of prompt tokens,
+        vllm/v1/metrics/loggers.py), their growth over the measured run. A server with the cache
+        off counts no query: not reported."""
+        from .promtext import counter_delta
+
+        return hit_pct(
+            counter_delta(before, after, "vllm:", "prefix_cache_hits_total"),
+            counter_delta(before, after, "vllm:", "prefix_cache_queries_total"),
         )

@@ -79,6 +79,7 @@ def summary_row(
         "server_rss_peak_gib": mem.get("server_rss_peak_gib"),
         "acceptance_rate": spec.get("acceptance_rate"),
         "acceptance_length": spec.get("mean_acceptance_length"),
+        "prefix_cache_hit_pct": metrics.get("prefix_cache_hit_pct"),
         "hit_time_cap": metrics.get("hit_time_cap"),
         "duration_s": metrics.get("duration_s"),
         "synthetic": bool(metrics.get("synthetic")),

@@ -19,6 +19,7 @@ RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
 CHECKS = (CLIENT_LIMITED, DISTURBED)  # metrics.json object, its flag
 COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
+SHARES = ("prefix_cache_hit_pct",)  # a mean over the repeats, as the rates
 MEMORY_PEAKS = ("peak_delta_gib", "peak_delta_less_client_gib")  # what the summary reads of `mem`
 
 
@@ -66,7 +67,7 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
             out[key] = {**raised[key], FLAGGED_IN_RUN: raised["cell"]}
     if len(done) < 2:
         return out
-    for key in RATES:
+    for key in RATES + SHARES:
         out[key] = _mean([m.get(key) for m in done])
     for key in LATENCIES:
         if isinstance(out.get(key), dict):

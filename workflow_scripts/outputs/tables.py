@@ -106,6 +106,7 @@ LATER_COLUMNS = [
     *SLO_COLUMNS,  # latency goals and the tail note (outputs.slo_cells)
     "disturbed",  # other work on the machine during the bench (process.machine_use.disturbed)
     *MEMORY_COLUMNS,
+    "prefix_cache_hit_pct",  # prompt tokens the engine's prefix cache served (empty: not reported)
 ]
 
 
