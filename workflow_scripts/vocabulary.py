@@ -76,6 +76,7 @@ class Workload:
     request_timeout_s: float
     endpoint: str  # chat | completions
     api_key_env: str | None = None  # the variable whose key the client sends; None: the server's
+    record_outputs: bool = True  # requests.jsonl keeps each answer's text (false: null)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

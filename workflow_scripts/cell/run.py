@@ -91,6 +91,7 @@ def load_settings_for(cell: Cell, base_url: str, served_model: str | None) -> Lo
         request_timeout_s=float(w.request_timeout_s),
         api_key=client_api_key(cell),
         extra_body=request_fields(cell),
+        record_outputs=w.record_outputs,
     )
 
 

@@ -3,9 +3,10 @@
     python -m workflow_scripts.loadgen --base-url http://127.0.0.1:8080 --dataset sharegpt \\
         --num-prompts 100 --concurrency 8 --max-seconds 300 --max-tokens 256 --out results/run1
 
-writes DIR/requests.jsonl (one raw record per request) and DIR/metrics.json (the figures, the
-dataset's sha256 and the exact prompt indices). The API key is read from the environment
-(`--api-key-env`, default OPENAI_API_KEY) and is never written anywhere.
+writes DIR/requests.jsonl (one raw record per request, with its answer's text unless
+`--no-record-outputs`) and DIR/metrics.json (the figures, the dataset's sha256 and the exact
+prompt indices). The API key is read from the environment (`--api-key-env`, default
+OPENAI_API_KEY) and is never written anywhere.
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=_positive_int, required=True)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument(
+        "--no-record-outputs",
+        dest="record_outputs",
+        action="store_false",
+        help="keep no answer text: every requests.jsonl record's `output` is null",
+    )
     p.add_argument("--endpoint", choices=["chat", "completions"], default="chat")
     p.add_argument("--model", default=None, help="default: the first id of GET /v1/models")
     p.add_argument(
@@ -254,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         processes=args.processes,
         api_key=api_key,
         extra_body=args.extra_body,
+        record_outputs=args.record_outputs,
     )
     use: list[UseSnapshot] = []  # this process's tree at the measured start and end
 

@@ -60,6 +60,8 @@ def client_argv(
             argv += ["--" + key.replace("_", "-"), _value(getattr(workload, key))]
     if workload.ignore_eos:
         argv.append("--ignore-eos")
+    if not workload.record_outputs:
+        argv.append("--no-record-outputs")
     if workload.endpoint != "chat":
         argv += ["--endpoint", workload.endpoint]
     if workload.api_key_env:

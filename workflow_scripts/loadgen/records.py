@@ -14,7 +14,10 @@ INCOMPLETE = "incomplete"
 
 @dataclass
 class RequestRecord:
-    """Times are seconds; `sent_s` is relative to the run's start, the rest to `sent_s`."""
+    """Times are seconds; `sent_s` is relative to the run's start, the rest to `sent_s`.
+    `output`: the answer's text (its streamed `content`, never `reasoning_content`), set once the
+    answer ended, whole or cut short by an error; None while it has not, or when the load keeps
+    no text (`record_outputs` false)."""
 
     index: int
     prompt_index: int
@@ -32,6 +35,7 @@ class RequestRecord:
     http_status: int | None = None
     retries: int = 0
     finish_reason: str | None = None
+    output: str | None = None
     timings: dict[str, Any] | None = None  # llama.cpp's per-response timings
     spec_details: dict[str, Any] | None = None  # SGLang's sglext.spec_tokens_details
 

@@ -73,7 +73,7 @@ async def run_request(
         async with asyncio.timeout(spec.request_timeout_s):
             for attempt in range(2):
                 conn, reused = await link.get()
-                reader = await conn.exchange(request, record, sent)
+                reader = await conn.exchange(request, record, sent, spec.record_outputs)
                 stale = reused and not reader.got_bytes and record.error == "connection"
                 if not stale or attempt:
                     if reused and reader.got_bytes:
@@ -85,6 +85,7 @@ async def run_request(
                 # clock restarts.
                 record.retries += 1
                 record.status, record.error, record.error_detail = INCOMPLETE, None, None
+                record.output = None
                 sent = time.perf_counter()
                 record.sent_s = sent - t0
     except asyncio.CancelledError:

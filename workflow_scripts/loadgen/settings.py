@@ -11,7 +11,8 @@ from .wire import Endpoint
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """How to load a server. `api_key` is sent as a header and never written anywhere."""
+    """How to load a server. `api_key` is sent as a header and never written anywhere;
+    `record_outputs` false keeps every record's `output` null (the answers' text unkept)."""
 
     base_url: str
     concurrency: int
@@ -29,6 +30,7 @@ class LoadSettings:
     processes: int | None = None  # None: chosen from the expected chunk rate
     api_key: str | None = field(default=None, repr=False)
     extra_body: dict[str, Any] = field(default_factory=dict)
+    record_outputs: bool = True
 
     @property
     def path(self) -> str:

@@ -126,9 +126,13 @@ class ChunkedDecoder:
         return out[0] if len(out) == 1 else b"".join(out)
 
 
-def apply_event(record: RequestRecord, event: Any, elapsed_s: float) -> None:
+def apply_event(
+    record: RequestRecord, event: Any, elapsed_s: float, output: list[str] | None = None
+) -> None:
     """Fold one parsed JSON event (a stream chunk, or a whole non-streamed answer) into the
-    record. TTFT and chunk times count only chunks whose text is non-empty (docs/metrics.md)."""
+    record. TTFT and chunk times count only chunks whose text is non-empty (docs/metrics.md),
+    reasoning included; `output`, when given, gets the answer's own text (`content`, or a
+    completion's `text`), never the reasoning."""
     if not isinstance(event, dict):
         raise ValueError("event is not a JSON object")
     if ("error" in event and not event.get("choices")) or event.get("object") == "error":
@@ -140,9 +144,12 @@ def apply_event(record: RequestRecord, event: Any, elapsed_s: float) -> None:
     for choice in event.get("choices") or ():
         delta = choice.get("delta") or choice.get("message")
         if delta is not None:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            answer = delta.get("content")
+            text = answer or delta.get("reasoning_content") or delta.get("reasoning")
         else:
-            text = choice.get("text")
+            answer = text = choice.get("text")
+        if output is not None and answer and isinstance(answer, str):
+            output.append(answer)
         if text:
             if record.ttft_s is None:
                 record.ttft_s = elapsed_s
@@ -209,12 +216,15 @@ def finish_record(record: RequestRecord, terminated: bool = True) -> None:
 class ResponseReader:
     """One response's bytes -> its record. `feed(data, now)` per packet; `feed_eof(now)` when the
     peer closed. `stream_end_s` is set once the answer is over (`[DONE]`, an error, or the end of
-    the body); `body_done` once every byte of the response is in, so the connection can be reused.
+    the body), and with it the record's `output` when `keep_output` (the text's pieces are held
+    until then, then joined once); `body_done` once every byte of the response is in, so the
+    connection can be reused.
     """
 
-    def __init__(self, record: RequestRecord, sent_s: float) -> None:
+    def __init__(self, record: RequestRecord, sent_s: float, keep_output: bool = True) -> None:
         self.record = record
         self.sent_s = sent_s
+        self._output: list[str] | None = [] if keep_output else None
         self.head: ResponseHead | None = None
         self.got_bytes = False
         self.stream_end_s: float | None = None
@@ -380,17 +390,24 @@ class ResponseReader:
     def _data(self, data: bytes, now: float) -> None:
         try:
             event = loads(data)
-            apply_event(self.record, event, now - self.sent_s)
+            apply_event(self.record, event, now - self.sent_s, self._output)
         except (ValueError, AttributeError, TypeError):
             self.fail("malformed_sse", data[:200].decode("utf-8", "replace"), now)
             return
         if self.record.status == ERROR:
-            self.stream_end_s = now
+            self._end(now)
 
     # -- outcomes ----------------------------------------------------------------------------
 
-    def _finish(self, now: float) -> None:
+    def _end(self, now: float) -> None:
+        """The answer is over: its end time, and its text into the record."""
         self.stream_end_s = now
+        if self._output is not None:
+            self.record.output = "".join(self._output)
+            self._output = []
+
+    def _finish(self, now: float) -> None:
+        self._end(now)
         finish_record(self.record, self._answered or self.record.finish_reason is not None)
 
     def fail(self, reason: str, detail: str, now: float) -> None:
@@ -400,7 +417,7 @@ class ResponseReader:
         self.record.status = ERROR
         self.record.error = reason
         self.record.error_detail = detail[:MAX_DETAIL]
-        self.stream_end_s = now
+        self._end(now)
 
 
 def read_response(

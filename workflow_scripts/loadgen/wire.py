@@ -174,15 +174,15 @@ class Connection:
         self.transport.abort()
 
     async def exchange(
-        self, request: bytes, record: RequestRecord, sent_s: float
+        self, request: bytes, record: RequestRecord, sent_s: float, keep_output: bool = True
     ) -> ResponseReader:
-        """Send `request`, fill `record` from the answer; return once the answer is over and the
-        connection is either clean for reuse or closed."""
+        """Send `request`, fill `record` from the answer (its text too when `keep_output`);
+        return once the answer is over and the connection is either clean for reuse or closed."""
         protocol = self.protocol
         if protocol.closed:
             raise ConnectionResetError("the connection was closed before the request went out")
         loop = asyncio.get_running_loop()
-        reader = ResponseReader(record, sent_s)
+        reader = ResponseReader(record, sent_s, keep_output)
         protocol.reader = reader
         protocol.want_body = False
         protocol.waiter = loop.create_future()
