@@ -202,6 +202,11 @@ class Cell:
         return self.workload_spec.concurrency
 
     @property
+    def workload_name(self) -> str:
+        """The `workloads` entry it runs (`workload` names a sweep's point: `sweep-c8`)."""
+        return self.sweep.workload if self.sweep else self.workload
+
+    @property
     def engine_kind(self) -> str:
         """The adapter that runs the cell (`engines.<name>.kind`)."""
         return self.engine_spec["kind"]

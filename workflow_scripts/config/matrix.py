@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..engines import adapter_for, known_kinds
+from ..fidelity.pairs import floor_id, reference_quants, references_needing_floor
 from ..vocabulary import (
     NO_DRAFTER,
     Cell,
@@ -93,6 +94,9 @@ def _check_references(config: dict[str, Any]) -> None:
             quant = drafter.setdefault("quant", next(iter(quants)))
             check_known("quant", quant, quants, f"drafters.{name}.quant")
     for name, model in config["models"].items():
+        if "reference_quant" in model:
+            where = f"models.{name}.reference_quant"
+            check_known("quant", model["reference_quant"], model["quants"], where)
         resolved: set[str] = set()
         for quant_name in model["quants"]:
             resolve_derived(config, name, quant_name, [], resolved)
@@ -396,7 +400,34 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
                 cells.append(repeat)
                 entry_of[repeat.id] = choice.entry
     probes.check_probe_ids(seen, searches)
+    cells = with_floor_runs(config, cells, entry_of)
     return Matrix(cells=cells, searches=searches, entry_of=entry_of)
+
+
+def with_floor_runs(
+    config: dict[str, Any], cells: list[Cell], entry_of: dict[str, int]
+) -> list[Cell]:
+    """Step 6: each cell another is compared with (fidelity.pairs) runs a second time,
+    `<cell>__floor` right after it (a point's makes a series of its own, `<series>__floor`):
+    its noise floor. Not where its workload keeps no outputs, already repeats, or its `cells`
+    entry says `fidelity_floor: false`."""
+    needing = references_needing_floor(cells, reference_quants(config["models"]))
+    out: list[Cell] = []
+    for cell in cells:
+        out.append(cell)
+        workload = config["workloads"][cell.workload_name]
+        entry = config["cells"][entry_of[cell.id]]
+        if (
+            cell.id in needing
+            and workload.get("record_outputs", True)
+            and workload["repeats"] == 1
+            and entry.get("fidelity_floor", True)
+        ):
+            sweep = cell.sweep and replace(cell.sweep, series=floor_id(cell.sweep.series))
+            floor = replace(cell, id=floor_id(cell.id), sweep=sweep)
+            out.append(floor)
+            entry_of[floor.id] = entry_of[cell.id]
+    return out
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.matrix import repeat_of
+from ..fidelity.pairs import floor_of
 from ..process.machine_use import CLIENT_LIMITED, DISTURBED, FLAGGED_IN_RUN
 from ..vocabulary import Cell, CellData, Status
 from .compact import peak_mem_gib
@@ -93,9 +94,12 @@ def collapse_repeats(
 ) -> tuple[list[Mapping[str, Any]], list[Cell] | None, dict[str, Any]]:
     """Metrics, cells and request records with each cell's repeats folded into the cell: one
     combined record per cell, the config's repeat-1 cells, and the first finished repeat's
-    records (what a bootstrap or a paired comparison uses when there are too few repeats)."""
+    records (what a bootstrap or a paired comparison uses when there are too few repeats). A
+    cell's floor run (`<cell>__floor`) is in none: only the fidelity table reads it."""
     groups: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
     for metrics in all_metrics:
+        if floor_of(metrics["cell"]):
+            continue
         base, repeat = repeat_of(metrics["cell"])
         groups.setdefault(base, []).append((repeat, metrics))
     records = records or {}
@@ -111,5 +115,9 @@ def collapse_repeats(
             out_records[base] = records[first["cell"]]
     if cells is None:
         return out_metrics, None, out_records
-    base_cells = [cell for cell in map(Cell.of, cells) if repeat_of(cell.id)[1] == 1]
+    base_cells = [
+        cell
+        for cell in map(Cell.of, cells)
+        if repeat_of(cell.id)[1] == 1 and floor_of(cell.id) is None
+    ]
     return out_metrics, base_cells, out_records

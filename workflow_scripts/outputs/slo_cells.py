@@ -23,10 +23,6 @@ SLO_COLUMNS = ["slo_verdict", "goodput_req_s", "attainment", "slo", "slo_detail"
 TAIL_PERCENTILES = (90, 99)
 
 
-def goal_workload(cell: Cell) -> str:
-    return cell.sweep.workload if cell.sweep else cell.workload
-
-
 def slo_entry(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict[str, Any]:
     """A cell's `slo` in the tables' metrics record: the goal as text and, for a cell that ran,
     its point result (`slo.point.judge`, as its `slo.json` holds it)."""
@@ -55,7 +51,7 @@ def with_slo(
     out = []
     for metrics in all_metrics:
         cell = by_id.get(metrics.get("cell"))
-        slo = goals.get(goal_workload(cell)) if cell else None
+        slo = goals.get(cell.workload_name) if cell else None
         if slo is not None:
             metrics = {**metrics, "slo": slo_entry(slo, metrics, records.get(cell.id, []))}
         out.append(metrics)

@@ -1,0 +1,11 @@
+"""Output fidelity: what a quant, a drafter or another engine does to what the model says.
+
+- `pairs`: which cell is compared with which (kinds quant, drafter, engine, floor) and the
+  model's reference quant; stdlib only (the DAG uses it while the Snakefile is parsed).
+- `agreement`: greedy agreement of two cells' outputs, its noise floor and the verdict.
+- `goals`: a fidelity goal judged pass / fail / unresolved from the figures' intervals.
+- `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits.
+
+The tables, the frontier and the figure built on them are outputs' (fidelity_tables.py,
+fidelity_plot.py).
+"""
