@@ -8,6 +8,8 @@
 rule card:
     input:
         unpack(JOBS.card_goal),
+        # the outputs it is compared with (workflow_scripts/fidelity/pairs.py)
+        unpack(JOBS.card_fidelity),
         # for the cell's records: the cell job writes it last (outputs/record_index.py)
         metrics=GRAPH.pattern("cell", "metrics"),
     output:
@@ -21,6 +23,7 @@ rule card:
         machine=1,
     params:
         cell=JOBS.card_settings,
+        fidelity=JOBS.card_fidelity_settings,
     script:
         "../workflow_scripts/entry/card.py"
 
@@ -101,6 +104,29 @@ rule sweeps:
         gpus=JOBS.sweep_gpus,
     script:
         "../workflow_scripts/entry/sweeps.py"
+
+
+# Asked for by GRAPH.fidelity_outputs() only when some cell is compared with another
+# (workflow_scripts.fidelity.pairs): greedy agreement with its floor and verdict, the quants' KL
+# divergence, the speed-fidelity frontier.
+rule fidelity:
+    input:
+        records=GRAPH.cell_records,
+        kld=GRAPH.kld_targets(),
+    output:
+        **JOBS.outputs("fidelity"),
+    log:
+        "logs/fidelity.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    resources:
+        machine=1,
+    params:
+        cells=JOBS.all_cells_settings,
+        fidelity=JOBS.fidelity_settings,
+    script:
+        "../workflow_scripts/entry/fidelity.py"
 
 
 rule summary_plots:

@@ -26,7 +26,6 @@ from workflow_scripts.fidelity.agreement import (
     smallest_p,
     verdict,
     verdict_reason,
-    wilson_interval,
 )
 
 
@@ -122,23 +121,11 @@ def test_first_divergence_and_its_quartiles():
 # --- Wilson's interval ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("successes", "trials", "lo", "hi"),
-    [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611),
-     (1, 29, 0.0061, 0.1718)],
-)  # fmt: skip
-def test_wilson_interval_matches_newcombe_1998(successes, trials, lo, hi):
-    """Newcombe, Statistics in Medicine 17 (1998), Table II, the score method without
-    continuity correction, to four places."""
-    got = wilson_interval(successes, trials)
-    assert got == pytest.approx((lo, hi), abs=5e-5)
-
-
 def test_the_interval_in_percent_and_none_without_prompts():
     got = Agreement(prompts_compared=16, identical=16)
     lo, hi = got.interval_pct
     assert hi == pytest.approx(100.0) and lo == pytest.approx(100 * 16 / (16 + 1.96**2), abs=0.01)
-    assert wilson_interval(0, 0) is None and Agreement(0, 0).interval_pct is None
+    assert Agreement(0, 0).interval_pct is None
 
 
 # --- the Fisher tail ---------------------------------------------------------------------------

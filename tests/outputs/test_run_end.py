@@ -21,10 +21,10 @@ from workflow_scripts.dag import build_dag
 from workflow_scripts.outputs.compact import NOT_RUN, summary_row
 from workflow_scripts.outputs.run_end import (
     TERMINAL_COLUMNS,
-    TerminalColumn,
     print_run_end,
     read_rows,
     run_end_text,
+    with_outputs_verdicts,
 )
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "faults" / "scripted_server.py"
@@ -139,19 +139,22 @@ def test_the_default_matrix_and_its_probes_fit_80_columns(empty_workdir):
     check_fits(lines_of(rows), rows)
 
 
-def test_a_caller_adds_a_short_column_and_the_default_matrix_still_fits(empty_workdir):
-    """The fidelity verdict issue 36 adds: a summary row key the compact view does not have."""
+def test_the_outputs_verdict_joins_where_the_run_compared_outputs(empty_workdir, tmp_path):
+    """summary/fidelity.csv's verdict per cell (issue 36) is one more column, and the default
+    matrix still fits; without the file the table is as before."""
     rows = mixed_rows(default_ids())
-    verdicts = ["unchanged", "changed"]
-    for i, summary in enumerate(rows):
-        summary["fidelity"] = verdicts[i % 2]
-    columns = [*TERMINAL_COLUMNS, TerminalColumn("fidelity", "fidelity")]
+    assert with_outputs_verdicts(tmp_path, rows, TERMINAL_COLUMNS) == TERMINAL_COLUMNS
+    (tmp_path / "summary").mkdir()
+    verdicts = {r["cell"]: ("unchanged", "changed")[i % 2] for i, r in enumerate(rows)}
+    lines = ["cell,verdict", *(f"{cell},{v}" for cell, v in verdicts.items())]
+    (tmp_path / "summary" / "fidelity.csv").write_text("\n".join(lines) + "\n")
+    columns = with_outputs_verdicts(tmp_path, rows, TERMINAL_COLUMNS)
     lines = lines_of(rows, columns=columns)
     check_fits(lines, rows)
-    assert lines[1].split()[-1] == "fidelity"
+    assert lines[1].split()[-1] == "outputs"
     shown = table_rows(lines[1:])
     assert [r.words[-1] for r in shown if r.words[0] == "blocked"] == [
-        s["fidelity"] for s in rows if s["status"] == "blocked"
+        verdicts[s["cell"]] for s in rows if s["status"] == "blocked"
     ]
 
 

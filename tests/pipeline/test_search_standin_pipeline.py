@@ -34,6 +34,7 @@ from tests.support.pipeline import (
     tiny_config,
     write_config,
 )
+from tests.support.run_end_table import end_table, table_rows
 
 pytestmark = [pytest.mark.standin]
 
@@ -258,11 +259,12 @@ def test_a_failed_probe_stops_the_walk_and_is_retried_alone_next_run(tmp_path):
     assert row["complete"] == "False" and row["note"].startswith("failed at c4: ")
     assert failed["reason"].splitlines()[0] in row["note"]
     # and where the run ends: every probe run, each with its status, counted in the outcome
-    end = first.stderr[first.stderr.rindex("\ncell ") :]
-    assert [line.split()[:2] for line in end.splitlines()[2:5]] == [
-        [probe(1), "done"],
-        [probe(2), "done"],
-        [probe(4), "failed"],
+    end = end_table(first.stderr)
+    probes = {probe(1), probe(2), probe(4)}
+    assert [(r.cell, r.words[0]) for r in table_rows(end) if r.cell in probes] == [
+        (probe(1), "done"),
+        (probe(2), "done"),
+        (probe(4), "failed"),
     ]
     assert "1 of 3 cells failed." in end
     second = run(tmp_path)

@@ -21,6 +21,7 @@ from tests.support.pipeline import (
     tiny_workload,
     write_config,
 )
+from tests.support.run_end_table import end_table, table_rows
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +112,7 @@ def test_the_sweep_tables_have_a_row_per_point(sweep_run):
     assert f"<td>{crossover['summary']}</td>" in answer
     assert answer.count('src="data:image/png;base64,') == 2  # the frontier and the gain
     # the terminal's end-of-run table: a line per point, then the outcome
-    tail = (proc.stdout + proc.stderr).split("\ncell ")[-1].splitlines()
-    done = [line for line in tail if line.startswith("smollm2-135m__") and " done " in line]
-    assert sorted(line.split()[0] for line in done) == sorted(rows)
-    assert "4 of 4 cells done." in tail
+    table = end_table(proc.stdout + proc.stderr)
+    done = [r.cell for r in table_rows(table) if r.words[:1] == ["done"]]
+    assert sorted(done) == sorted(rows)
+    assert "4 of 4 cells done." in table

@@ -19,6 +19,7 @@ from workflow_scripts.slo.bounds import (
     min_samples_for_upper,
     order_statistic_ranks,
     percentile_bound,
+    wilson_interval,
 )
 
 DRAWS = 4000
@@ -145,3 +146,20 @@ def test_clopper_pearson_covers_at_least_95_percent():
         hits = rng.binomial(n, p, size=2000)
         covered = np.mean([lo <= p <= hi for lo, hi in (clopper_pearson(int(k), n) for k in hits)])
         assert covered >= 0.95 - 0.01
+
+
+@pytest.mark.parametrize(
+    ("successes", "trials", "lo", "hi"),
+    [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611),
+     (1, 29, 0.0061, 0.1718)],
+)  # fmt: skip
+def test_wilson_interval_matches_newcombe_1998(successes, trials, lo, hi):
+    """Newcombe, Statistics in Medicine 17 (1998), Table II, the score method without
+    continuity correction, to four places."""
+    got = wilson_interval(successes, trials)
+    assert got == pytest.approx((lo, hi), abs=5e-5)
+
+
+def test_wilson_interval_is_none_without_trials():
+    assert wilson_interval(0, 0) is None
+    assert wilson_interval(None, 10) is None

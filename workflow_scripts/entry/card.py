@@ -3,7 +3,7 @@
 import json
 
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.outputs.card.files import write_card
+from workflow_scripts.outputs.card.files import FidelityInputs, write_card
 from workflow_scripts.outputs.record_index import files_of
 from workflow_scripts.vocabulary import Cell
 
@@ -17,4 +17,10 @@ with stderr_to_log(sm.log[0]):
         files.memory,
         dict(sm.output.items()),
         goal=sm.input.get("goal"),
+        fidelity=FidelityInputs(
+            json.loads(sm.params.fidelity),
+            sm.input.get("fidelity_reference"),
+            sm.input.get("fidelity_floor"),
+            sm.input.get("kld"),
+        ),
     )

@@ -26,21 +26,11 @@ from fractions import Fraction
 from typing import Any
 
 from ..loadgen.metrics import percentile
+from ..slo.bounds import wilson_interval
 
 UNCHANGED, CHANGED, UNRESOLVED = "unchanged", "changed", "unresolved"
 ALPHA = 0.05  # the test's level: the most often a pair agreeing as the floor does is `changed`
 COMPLETE = "ok"  # a request record's status when its answer ended as the protocol ends it
-Z_95 = 1.959963984540054  # the normal 97.5 % quantile: value ± Z_95 sd is a 95 % interval
-
-
-def wilson_interval(successes: float, trials: float) -> tuple[float, float] | None:
-    """Wilson's 95 % score interval of a binomial proportion; None without trials."""
-    if successes is None or not trials or trials <= 0:
-        return None
-    p, z2 = successes / trials, Z_95**2
-    center = (p + z2 / (2 * trials)) / (1 + z2 / trials)
-    half = Z_95 * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials**2)) / (1 + z2 / trials)
-    return max(0.0, center - half), min(1.0, center + half)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..slo.bounds import Z_95
 from ..slo.verdict import Verdict, attainment_verdict, combined, percentile_verdict
 from ..vocabulary import ConfigError
-from .agreement import Z_95, Agreement
+from .agreement import Agreement
 
 NOT_MEASURED = "not measured"
 MAX, MIN = "max", "min"

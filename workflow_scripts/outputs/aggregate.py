@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
+from .fidelity_tables import drafter_output_verdicts
 from .record_index import read_index
 from .repeats import collapse_repeats
 from .report_html import write_tables_html
@@ -36,7 +37,10 @@ def write_summary(
     cells by (none in a matrix without one)."""
     all_metrics, records = load_indexed(read_index(records_index))
     all_metrics = with_slo(all_metrics, cells, records, read_goals(goal_files))
-    summary, compact, spec_gain = write_tables(all_metrics, cells, out, records=records)
+    outputs = drafter_output_verdicts(cells, records)  # before the floor runs are folded away
+    summary, compact, spec_gain = write_tables(
+        all_metrics, cells, out, records=records, outputs=outputs
+    )
     _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
     write_tables_html(
         out["summary_html"],

@@ -1,6 +1,7 @@
 """The report's front page (the `overview` rule, included by report/workflow.rst): the index,
-then what a matrix's sweeps and searches answer (where a drafter stops paying, the largest load
-within a latency goal) with their figures, then every summary figure, embedded."""
+then what a matrix's sweeps, searches and fidelity pairs answer (where a drafter stops paying
+and whether it changes the outputs, the largest load within a latency goal, the fastest quant
+within a fidelity goal) with their figures, then every summary figure, embedded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..atomic import write_text
+from .fidelity_tables import FRONTIER_INTRO, FRONTIER_TITLE
 from .labels import FRONT_PAGE_ANSWERS
 from .report_html import STYLE, esc, figure_html, html_table
 from .sweeps.files import CROSSOVER_INTRO, CROSSOVER_TITLE
@@ -26,6 +28,7 @@ FIGURE_TITLES = {
     "pareto": "Throughput against interactivity: the frontier",
     "spec_gain_sweep": "The drafter's gain across load",
     "slo_search": "Latency goal: each probe of each search",
+    "fidelity": "Speed against fidelity: the frontier",
 }
 
 SLO_TITLE = "The largest load within the latency goal"
@@ -56,7 +59,7 @@ ANSWER_TABLES = {
         "Load sweeps",
         CROSSOVER_TITLE,
         CROSSOVER_INTRO,
-        ("series", "axis", "last_faster", "first_not_faster", "summary"),
+        ("series", "axis", "last_faster", "first_not_faster", "summary", "outputs"),
         ("last_faster", "first_not_faster"),
         figures_of_rows=("spec_gain_sweep",),
     ),
@@ -67,6 +70,14 @@ ANSWER_TABLES = {
         ("series", "slo", "over", "largest_passing", "smallest_failing", "goodput_decode_tok_s"),
         ("largest_passing", "smallest_failing"),
         numbers=("goodput_decode_tok_s",),
+    ),
+    "fidelity_frontier": AnswerTable(
+        "Output fidelity",
+        FRONTIER_TITLE,
+        FRONTIER_INTRO,
+        ("model", "engine", "workload", "quant", "decode_tok_s", "measure", "loss", "answer"),
+        (),
+        numbers=("decode_tok_s", "loss"),
     ),
 }
 

@@ -7,6 +7,7 @@ Stdlib only: the Snakefile imports it when parsed."""
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 import textwrap
@@ -46,6 +47,8 @@ TERMINAL_COLUMNS: tuple[TerminalColumn, ...] = (
     TerminalColumn("decode tok/s", "decode_tok_s", numeric=True),
     TerminalColumn("TTFT median ms", "ttft_median_ms", numeric=True),
 )
+# Where the run compared outputs (summary/fidelity.csv): the verdict against the reference.
+OUTPUTS_COLUMN = TerminalColumn("outputs", "outputs")
 
 
 def outcome_line(statuses: Sequence[str]) -> str:
@@ -172,6 +175,21 @@ def read_rows(results_dir: str | Path, cell_ids: Iterable[str]) -> list[dict[str
     return rows
 
 
+def with_outputs_verdicts(
+    results_dir: str | Path, rows: list[dict[str, Any]], columns: Sequence[TerminalColumn]
+) -> Sequence[TerminalColumn]:
+    """Each row's verdict on its outputs against its reference (summary/fidelity.csv, where the
+    run wrote one: `unchanged`, `changed`, ...), and the columns with OUTPUTS_COLUMN added."""
+    path = Path(results_dir) / "summary" / "fidelity.csv"
+    if not path.exists():
+        return columns
+    with open(path, newline="") as handle:
+        verdicts = {row["cell"]: row["verdict"] for row in csv.DictReader(handle)}
+    for row in rows:
+        row[OUTPUTS_COLUMN.key] = verdicts.get(row["cell"], "")
+    return (*columns, OUTPUTS_COLUMN)
+
+
 def print_run_end(
     results_dir: str,
     cell_ids: Iterable[str],
@@ -184,6 +202,7 @@ def print_run_end(
     report = f"{results_dir}/report.html"
     try:
         rows = read_rows(results_dir, cell_ids)
+        columns = with_outputs_verdicts(results_dir, rows, columns)
         text = run_end_text(rows, report, Path(report).exists(), columns, terminal_width(WIDTH))
     except Exception as error:  # the run itself is over: say what went wrong and go on
         text = f"(no result table: {type(error).__name__}: {error})\n"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..fidelity.agreement import CHANGED
 from ..loadgen.metrics import common_prompt_subset, compute_metrics
 from ..loadgen.records import OK, RequestRecord
 from ..process.machine_use import disturbed_flag
@@ -62,7 +63,14 @@ SPEC_GAIN_COLUMNS = [
     "tpot_change_hi_pct",
     # appended: the pair rests on a measurement other work disturbed (flags says which cell)
     "disturbed",
+    # appended: the drafter's greedy outputs against its base's (outputs.fidelity_tables): `changed`
+    # means its speed-up is not a free one
+    "outputs",
 ]
+OUTPUTS_CHANGED_FLAG = (
+    "outputs changed: the drafter's greedy outputs differ from its base's beyond the noise "
+    "floor (fidelity.md)"
+)
 
 
 def completed_prompts(records: Sequence[RequestRecord]) -> set[int]:
@@ -147,12 +155,14 @@ def repeat_gain_columns(base: CellMetrics, drafter: CellMetrics) -> dict[str, An
 def spec_gain_table(
     all_metrics: Sequence[CellMetrics],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    outputs: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Each drafter cell beside its base (same model, engine, quant, workload, drafter none).
     With the cells' request `records`, pairs that completed different prompts also get their
     figures on the common subset. A pair resting on a disturbed cell says so (`flags` names
-    the cell, `disturbed`)."""
-    records = records or {}
+    the cell, `disturbed`); one whose greedy outputs changed (`outputs`, by drafter cell:
+    outputs.fidelity_tables.drafter_output_verdicts) too."""
+    records, outputs = records or {}, outputs or {}
     by_key = {
         (m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")): m
         for m in all_metrics
@@ -186,6 +196,8 @@ def spec_gain_table(
                 flags.append("different prompt sets")
         if disturbed := disturbed_flag({"base cell": base, "drafter cell": m}):
             flags.append(disturbed)
+        if outputs.get(m["cell"]) == CHANGED:
+            flags.append(OUTPUTS_CHANGED_FLAG)
         rows.append(
             {
                 "drafter_cell": m["cell"],
@@ -212,6 +224,7 @@ def spec_gain_table(
                 "flags": "; ".join(flags),
                 **paired,
                 "disturbed": bool(disturbed),
+                "outputs": outputs.get(m["cell"]),
             }
         )
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)

@@ -328,19 +328,6 @@ def interval_from_repeats(values: Sequence[float | None]) -> Interval | None:
     return t_interval(data) if len(data) >= MIN_REPEATS else None
 
 
-WILSON_Z = 1.959963984540054  # the normal 97.5 % quantile: a two-sided 95 % interval
-
-
-def wilson_interval(successes: float, trials: float) -> tuple[float, float] | None:
-    """Wilson's 95 % score interval of a binomial proportion."""
-    if successes is None or not trials or trials <= 0:
-        return None
-    p, z2 = successes / trials, WILSON_Z**2
-    center = (p + z2 / (2 * trials)) / (1 + z2 / trials)
-    half = WILSON_Z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials**2)) / (1 + z2 / trials)
-    return max(0.0, center - half), min(1.0, center + half)
-
-
 def ratio_interval(accepted: np.ndarray, drafted: np.ndarray) -> tuple[float, float] | None:
     """95 % interval of Σ accepted / Σ drafted over requests, each request one draw (a ratio
     estimator's delta-method variance, Σ (a_i − R d_i)² / (n (n − 1) d̄²)): drafts within a

@@ -113,11 +113,13 @@ def write_tables(
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    outputs: Mapping[str, str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link).
     summary.csv holds every column, summary.md the compact view; a cell's repeats make one
-    row. Returns the summary, compact and spec-gain tables."""
+    row; `outputs` holds each drafter cell's outputs verdict. Returns the summary, compact and
+    spec-gain tables."""
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
     rows = summary_rows(all_metrics, cells, records)  # one bootstrap per cell, for both views
     summary = summary_frame(rows, cells)
@@ -134,7 +136,7 @@ def write_tables(
         out["index_md"],
         to_markdown(index_table(summary, cells, card_links=card_links), "Index", intro),
     )
-    spec_gain = spec_gain_table(merge_with_cells(all_metrics, cells), records)
+    spec_gain = spec_gain_table(merge_with_cells(all_metrics, cells), records, outputs)
     write_table(
         spec_gain,
         out["spec_gain_csv"],

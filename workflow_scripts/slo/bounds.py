@@ -171,3 +171,16 @@ def _solve(f: Callable[[float], float], target: float, rising: bool, steps: int 
         else:
             hi = mid
     return (lo + hi) / 2.0
+
+
+Z_95 = 1.959963984540054  # the normal 97.5 % quantile: value ± Z_95 sd is a 95 % interval
+
+
+def wilson_interval(successes: float, trials: float) -> tuple[float, float] | None:
+    """Wilson's 95 % score interval of a binomial proportion; None without trials."""
+    if successes is None or not trials or trials <= 0:
+        return None
+    p, z2 = successes / trials, Z_95**2
+    center = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = Z_95 * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials**2)) / (1 + z2 / trials)
+    return max(0.0, center - half), min(1.0, center + half)

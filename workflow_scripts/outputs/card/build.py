@@ -11,6 +11,7 @@ from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import NOT_RUN, peak_mem_gib
 from ..slo_cells import slo_section, tail_note
 from .configuration import configuration_section, tags
+from .fidelity import CHANGED_NOTE, CardFidelity, fidelity_section
 from .measured import checks_section, intervals_section, measured_section, spec_section
 from .model import Card, Section
 from .provenance import commands_section, provenance_section
@@ -75,10 +76,11 @@ def build_card(
     plots: Sequence[tuple[str, str]] = (),
     results_dir: str = "results",
     records: Sequence[Any] | None = None,
+    fidelity: CardFidelity | None = None,
 ) -> Card:
     """`cell` is the config's cell (or its dict, as the card rule's params carry it), `metrics`
     its metrics.json; `plots` are (caption, path relative to the card); `records` (its
-    requests) add intervals."""
+    requests) add intervals; `fidelity` its outputs against the cell it is compared with."""
     cell = Cell.of(cell)
     sections = [configuration_section(cell, metrics), measured_section(metrics, cell.reference)]
     if cell.has_drafter:
@@ -87,6 +89,8 @@ def build_card(
         sections.append(goal)
     if records and metrics.get("status") == Status.DONE:
         sections.append(intervals_section(records))
+    if fidelity is not None:
+        sections.append(fidelity_section(fidelity))
     if metrics.get("client") or metrics.get("interference"):
         sections.append(checks_section(metrics))
     if plots:
@@ -94,5 +98,7 @@ def build_card(
     sections.append(commands_section(cell, metrics, results_dir))
     sections.append(provenance_section(cell, metrics))
     found = [*notes(cell, metrics), *filter(None, [tail_note(metrics)])]
+    if fidelity is not None and fidelity.outputs_changed and cell.has_drafter:
+        found.append(CHANGED_NOTE)
     sections.append(Section("Notes", paragraphs=found or ["—"], bullets=True))
     return Card(cell.id, status_line(metrics), sections, tags(cell, metrics))

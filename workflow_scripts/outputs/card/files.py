@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...atomic import write_text
 from ...loadgen.records import read_records
@@ -13,8 +15,22 @@ from ..report_html import data_uri
 from ..search_files import read_goals
 from ..slo_cells import slo_entry
 from .build import build_card, status_line
+from .fidelity import card_fidelity
 from .model import Card
 from .render import render_html, render_markdown
+
+
+@dataclass(frozen=True)
+class FidelityInputs:
+    """The card rule's fidelity param (`kind`, `reference_cell`, `goal`; empty: compared with
+    nothing) and the files it names: the reference's and its floor run's metrics.json, the
+    quant's KL file (None where there is none)."""
+
+    settings: Mapping[str, Any]
+    reference: str | None = None
+    floor: str | None = None
+    kld: str | None = None
+
 
 # Caption and output key of each per-cell figure the card shows.
 CELL_PLOTS = [
@@ -30,10 +46,12 @@ def write_card(
     memory_path: str | Path,
     out: Mapping[str, str | Path],
     goal: str | Path | None = None,
+    fidelity: FidelityInputs | None = None,
 ) -> Card:
     """Read a cell's files, draw its plots and write card.md and card.html (paths in `out`:
     card_md, card_html, latency_plot, memory_plot); `goal` the file of its workload's latency
-    goal, if it has one (the card judges the run against it)."""
+    goal, if it has one (the card judges the run against it); `fidelity` what its outputs are
+    compared with."""
     from ..plots import save_figure
     from ..plots_cell import latency_figure, memory_figure, read_memory
 
@@ -52,8 +70,18 @@ def write_card(
     if goal:
         slo = next(iter(read_goals([goal]).values()))
         metrics = {**metrics, "slo": slo_entry(slo, metrics, records)}
+    compared = (
+        card_fidelity(records, fidelity.settings, fidelity.reference, fidelity.floor, fidelity.kld)
+        if fidelity
+        else None
+    )
     card = build_card(
-        cell, metrics, plots, results_dir=card_dir.parent.parent.as_posix(), records=records
+        cell,
+        metrics,
+        plots,
+        results_dir=card_dir.parent.parent.as_posix(),
+        records=records,
+        fidelity=compared,
     )
     write_text(out["card_md"], render_markdown(card))
     write_text(out["card_html"], render_html(card, lambda rel: data_uri(card_dir / rel)))

@@ -28,9 +28,11 @@ def sweep_tables(
     cells: Sequence[CellData],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     gpus: Mapping[str, int | None] | None = None,
+    outputs: Mapping[str, str] | None = None,
 ) -> SweepTables:
     """Every sweep table from the collapsed metrics, the config's repeat-1 cells and the first
-    finished repeat's records (repeats.collapse_repeats)."""
+    finished repeat's records (repeats.collapse_repeats); `outputs`: each drafter point's
+    outputs verdict (outputs.fidelity_tables.drafter_output_verdicts)."""
     sweeps = sweep_table(all_metrics, cells, records, gpus)
-    gains = spec_gain_sweep_table(all_metrics, cells, records)
+    gains = spec_gain_sweep_table(all_metrics, cells, records, outputs)
     return SweepTables(sweeps, pareto_table(sweeps), gains, crossover_table(cells, gains))

@@ -19,6 +19,7 @@ CROSSOVER_COLUMNS = [
     "last_faster",
     "first_not_faster",
     "summary",
+    "outputs",  # the drafter's greedy outputs against its base's across the points
     "monotone",
     "last_faster_gain_pct",
     "last_faster_gain_lo_pct",
@@ -75,6 +76,22 @@ def disturbed_note(labels: Sequence[str]) -> str:
     )
 
 
+def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
+    """The drafter's outputs verdicts across a series (outputs.fidelity_tables), in a few words:
+    `unchanged` at every point, else each other verdict with its points (`changed at c4, c8`)."""
+    verdicts = {v for _, v in points if v}
+    if not verdicts:
+        return ""
+    if verdicts == {"unchanged"}:
+        return "unchanged at every point"
+    parts = []
+    for shown in ("changed", "unresolved", "not recorded"):
+        where = [p for p, v in points if v == shown]
+        if where:
+            parts.append(f"{shown} at {_joined(where)}")
+    return "; ".join(parts)
+
+
 def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.DataFrame) -> dict:
     """One drafter series' crossover from its spec_gain_sweep rows (in load order): the last
     point it is faster at and the first it is not (points without a verdict are skipped), with
@@ -95,6 +112,7 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
         "first_not_faster": first[axis] if first else None,
         "summary": crossover_summary([(r["point"], r.get("verdict")) for r in rows])
         + disturbed_note(shaky),
+        "outputs": outputs_summary([(r["point"], r.get("outputs")) for r in rows]),
         "monotone": flags == sorted(flags, reverse=True) if judged else None,
         "first_not_faster_verdict": first["verdict"] if first else None,
         "interval_source": "; ".join(

@@ -12,8 +12,9 @@ import pandas as pd
 
 from ...atomic import write_text
 from ...loadgen.records import RequestRecord
-from ...vocabulary import CellData, CellMetrics, Status
+from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import is_missing, number_text, with_interval
+from ..fidelity_tables import drafter_output_verdicts
 from ..record_index import read_index
 from ..repeats import collapse_repeats
 from ..report_html import esc, html_table, page
@@ -215,9 +216,11 @@ def write_sweeps(
     gpus: Mapping[str, int | None],
     out: Mapping[str, str | Path],
 ) -> SweepTables:
-    """Every sweep output from the points' metrics and records, repeats folded in here."""
+    """Every sweep output from the points' metrics and records, repeats folded in here (after
+    the drafters' outputs are compared: the floor runs are folded away)."""
+    outputs = drafter_output_verdicts([Cell.of(c) for c in cells], records)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
-    tables = sweep_tables(all_metrics, cells, records, gpus)
+    tables = sweep_tables(all_metrics, cells, records, gpus, outputs)
     write_sweep_tables(tables, out)
     write_sweep_figures(tables, out)
     return tables

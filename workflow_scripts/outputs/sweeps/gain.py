@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 from ...loadgen.records import OK, RequestRecord
+from ...slo.bounds import wilson_interval
 from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status, point_part, point_value
 from ..compact import REF_PREFIX, is_missing
 from ..spec_gain import spec_gain_table
-from ..stats import MIN_REPEATS, interval_from_repeats, ratio_interval, wilson_interval
+from ..stats import MIN_REPEATS, interval_from_repeats, ratio_interval
 from ..tables import identity_from_cell
 from .points import sweep_points
 
@@ -39,6 +40,7 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "decode_gain_lo_pct",
     "decode_gain_hi_pct",
     "verdict",
+    "outputs",  # the drafter's greedy outputs against its base's (outputs.fidelity_tables)
     "tpot_change_pct",
     "tpot_change_lo_pct",
     "tpot_change_hi_pct",
@@ -203,11 +205,12 @@ def spec_gain_sweep_table(
     all_metrics: Sequence[CellMetrics],
     cells: Sequence[CellData],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    outputs: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """spec_gain_sweep.csv: each point of each drafter series whose base series has the same
-    points, beside the base point: spec_gain's gain, interval and verdict (the spec gain
-    table's own, on just these pairs), the TPOT change, and the acceptance at the point with
-    its interval and whether it differs from the series' other points."""
+    points, beside the base point: spec_gain's gain, interval, verdict and outputs verdict
+    (the spec gain table's own, on just these pairs), the TPOT change, and the acceptance at
+    the point with its interval and whether it differs from the series' other points."""
     records = records or {}
     by_id = {m["cell"]: m for m in all_metrics}
     rows = []
@@ -216,7 +219,9 @@ def spec_gain_sweep_table(
             continue
         pair_ids = {c.id for c in (*pair.drafter, *pair.base)}
         ordered = [by_id.get(c.id) or _not_run(c) for c in (*pair.base, *pair.drafter)]
-        gains = spec_gain_table(ordered, {k: v for k, v in records.items() if k in pair_ids})
+        gains = spec_gain_table(
+            ordered, {k: v for k, v in records.items() if k in pair_ids}, outputs
+        )
         gain_by_cell = {row["drafter_cell"]: row for row in frame_records(gains)}
         series_rows = []
         for base, drafter in zip(pair.base, pair.drafter, strict=True):

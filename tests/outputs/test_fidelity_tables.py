@@ -1,0 +1,102 @@
+"""The fidelity table, the frontier and the drafter flags from hand-made records whose agreement
+is known by construction (no server: the outputs are written here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.config import default_config
+from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
+from workflow_scripts.outputs.fidelity_tables import (
+    drafter_output_verdicts,
+    fidelity_table,
+    frontier_points,
+    frontier_table,
+)
+
+SMOL = "smollm2-135m__llamacpp-cpu"
+F16, Q8, Q4 = (f"{SMOL}__{q}__none__c4" for q in ("f16", "q8_0", "q4_0"))
+NGRAM = f"{SMOL}__q4_0__ngram__c4"
+N = 16
+
+
+def records(differ: set[int], at: int = 3, recorded: bool = True) -> list[dict]:
+    """N measured answers `answer number i ...`, those in `differ` changed from character `at`."""
+    out = [{"prompt_index": 0, "status": "ok", "warmup": True, "output": "warm"}]
+    for i in range(N):
+        text = f"answer number {i} and more"
+        if i in differ:
+            text = text[:at] + "#" + text[at + 1 :]
+        out.append({"prompt_index": i, "status": "ok", "warmup": False, "output": text})
+    if not recorded:
+        for r in out:
+            r["output"] = None
+    return out
+
+
+@pytest.fixture
+def matrix():
+    config = validate_config(default_config())
+    return config, build_cells(config)
+
+
+def test_rows_verdicts_kl_goal_and_frontier(matrix):
+    config, cells = matrix
+    recs = {
+        F16: records(set()),
+        floor_id(F16): records(set()),
+        Q8: records({0, 1}),  # 14/16 against a 16/16 floor: not detectably below
+        Q4: records(set(range(8)), at=5),  # 8/16: changed, first divergence at 5
+        floor_id(Q4): records(set(range(8)), at=5),
+        NGRAM: records(set(range(14)), at=5),  # 6 of 16 differ from Q4's (8 to 13)
+    }
+    metrics = [
+        {"cell": cell, "status": "done", "decode_tok_s": speed}
+        for cell, speed in ((F16, 50.0), (Q8, 70.0), (Q4, 100.0), (NGRAM, 90.0))
+    ] + [{"cell": floor_id(c), "status": "done", "decode_tok_s": 1.0} for c in (F16, Q4)]
+    kld = {
+        "smollm2-135m__q8_0": {"kld_mean": 0.01, "kld_mean_err": 0.001, "same_top_pct": 97.0},
+        "smollm2-135m__q4_0": {"kld_mean": 0.2, "kld_mean_err": 0.01, "same_top_pct": 80.0},
+    }
+    settings = FidelitySettings.of_config(config)
+    table = fidelity_table(cells, metrics, recs, kld, settings).set_index("cell")
+
+    q8, q4, ngram = table.loc[Q8], table.loc[Q4], table.loc[NGRAM]
+    assert (q8["kind"], q8["reference_cell"], q8["prompts_compared"]) == ("quant", F16, N)
+    assert q8["identical_pct"] == pytest.approx(87.5) and q8["floor_identical_pct"] == 100.0
+    assert q8["identical_lo_pct"] < 87.5 < q8["identical_hi_pct"]
+    assert q8["verdict"] == "unchanged" and q8["goal_verdict"] == "pass"
+    assert q4["verdict"] == "changed" and q4["first_divergence_median"] == 5
+    assert q4["kld_mean"] == 0.2 and q4["goal_verdict"] == "fail"
+    # the drafter against its base: 10 of 16 identical, Fisher p = C(16,10)/C(32,26) < 0.05
+    assert ngram["kind"] == "drafter" and ngram["identical_pct"] == pytest.approx(62.5)
+    assert ngram["verdict"] == "changed" and pd_isna(ngram["kld_mean"])
+    assert table.loc[floor_id(F16), "kind"] == "floor"
+    # vLLM and the sweep have no records here: no row, nothing invented
+    assert not any("vllm" in c or "sweep" in c for c in table.index)
+    assert drafter_output_verdicts(cells, recs) == {NGRAM: "changed"}
+
+    points = frontier_points(
+        table.reset_index(), {m["cell"]: m for m in metrics}, {c.id: c for c in cells}
+    )
+    assert [(p["quant"], p["loss"], p["frontier"]) for p in points] == [
+        ("f16", 0.0, True),
+        ("q8_0", 0.01, True),
+        ("q4_0", 0.2, True),
+    ]
+    frontier = frontier_table(points)
+    assert frontier.loc[frontier["answer"] != "", "quant"].tolist() == ["q8_0"]
+
+
+def test_outputs_not_recorded_say_so_and_judge_nothing(matrix):
+    config, cells = matrix
+    recs = {F16: records(set()), Q8: records(set(), recorded=False)}
+    metrics = [{"cell": c, "status": "done", "decode_tok_s": 1.0} for c in recs]
+    table = fidelity_table(cells, metrics, recs, {}, FidelitySettings.of_config(config))
+    (row,) = table.to_dict("records")
+    assert row["verdict"] == "not recorded" and pd_isna(row["identical_pct"])
+
+
+def pd_isna(value) -> bool:
+    return value is None or value != value

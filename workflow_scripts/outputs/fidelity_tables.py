@@ -1,0 +1,381 @@
+"""The fidelity table (`summary/fidelity.csv` / `.md`): each compared cell against its reference
+(fidelity.pairs) by greedy agreement, with the noise floor and a verdict, and for GGUF quants the
+KL divergence from the reference's logits; the fidelity goal judged on both; the speed-fidelity
+frontier (`fidelity_frontier.csv`) and its answer, the fastest quant within the goal.
+
+The same agreements flag a drafter whose outputs changed wherever its gain is shown
+(`drafter_output_verdicts`: spec_gain, spec_gain_sweep, the card)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..fidelity.agreement import Agreement, compare_outputs, judge_pair
+from ..fidelity.goals import NOT_MEASURED, FidelityFigures, FidelityGoal, judge
+from ..fidelity.pairs import (
+    DRAFTER,
+    FLOOR,
+    QUANT,
+    FidelitySettings,
+    Pair,
+    fidelity_pairs,
+    floor_id,
+)
+from ..vocabulary import Cell, Status
+from .report_html import write_tables_html
+from .writers import write_table
+
+FIDELITY_COLUMNS = [
+    "cell",
+    "reference_cell",
+    "kind",
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+    "prompts_compared",
+    "identical_pct",
+    "identical_lo_pct",
+    "identical_hi_pct",
+    "floor_identical_pct",
+    "first_divergence_median",
+    "first_divergence_q1",
+    "first_divergence_q3",
+    "verdict",
+    "verdict_reason",
+    "kld_mean",
+    "kld_mean_err",
+    "kld_p99",
+    "same_top_pct",
+    "same_top_pct_err",
+    "perplexity",
+    "perplexity_err",
+    "decode_tok_s",
+    "goal_verdict",
+    "goal_detail",
+]
+FRONTIER_COLUMNS = [
+    "model",
+    "cell",
+    "engine",
+    "workload",
+    "quant",
+    "decode_tok_s",
+    "measure",
+    "loss",
+    "goal_verdict",
+    "answer",
+]
+FIDELITY_INTRO = (
+    "Each cell against the cell it is compared with, on the same prompts: `quant` against the "
+    "model's reference quant on the same engine, `drafter` against the same point without it, "
+    "`engine` against the reference quant on another engine, `floor` the reference against a "
+    "second run of itself (how often two runs of one configuration give the same greedy output). "
+    "identical_pct: outputs identical to the reference's, with a 95 % Wilson interval; first "
+    "divergence in characters. Verdict `changed`: agreement below the floor by a one-sided "
+    "Fisher exact test at 5 % (at most 5 % of pairs that agree as often as the floor are called "
+    "changed); `unresolved`: too few prompts to tell, or no floor measured and outputs differ. "
+    "KL divergence, same-top-token % and perplexity: llama-perplexity against the reference's "
+    "logits on one fixed text (± the tool's standard error)."
+)
+FRONTIER_TITLE = "Speed against fidelity: the fastest quant within the goal"
+FRONTIER_INTRO = (
+    "Per model, engine and workload: the reference quant and the quants compared with it, "
+    "decode tok/s against fidelity loss (KL mean where every quant has one, else the share of "
+    "outputs not identical to the reference's); the rows are the non-dominated quants, and "
+    "`answer` marks the fastest within the fidelity goal."
+)
+NOT_RECORDED = "not recorded"
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One pair's agreement, its reference's floor (None: no floor run) and the verdict."""
+
+    pair: Pair
+    agreement: Agreement
+    floor: Agreement | None
+    verdict: str
+    reason: str
+
+
+def _dicts(records: Sequence[Any]) -> list[Mapping[str, Any]]:
+    return [r if isinstance(r, Mapping) else r.to_dict() for r in records]
+
+
+def compared_pairs(
+    cells: Sequence[Cell],
+    records: Mapping[str, Sequence[Any]],
+    references: Mapping[str, str],
+) -> list[Compared]:
+    """Every pair whose two cells have records, compared; a floor pair's floor is itself."""
+    out = []
+    for pair in fidelity_pairs(cells, references):
+        if pair.cell not in records or pair.reference_cell not in records:
+            continue
+        agreement = compare_outputs(
+            _dicts(records[pair.cell]), _dicts(records[pair.reference_cell])
+        )
+        floor_cell = floor_id(pair.reference_cell)
+        floor = (
+            agreement
+            if pair.kind == FLOOR
+            else compare_outputs(_dicts(records[floor_cell]), _dicts(records[pair.reference_cell]))
+            if floor_cell in records
+            else None
+        )
+        if pair.kind == FLOOR:
+            out.append(Compared(pair, agreement, floor, "", ""))
+            continue
+        judged = judge_pair(agreement, floor)
+        out.append(Compared(pair, agreement, floor, judged.verdict, judged.reason))
+    return out
+
+
+def drafter_output_verdicts(
+    cells: Sequence[Cell], records: Mapping[str, Sequence[Any]]
+) -> dict[str, str]:
+    """Each drafter cell -> its outputs' verdict against its base (`unchanged`, `changed`,
+    `unresolved`; `not recorded` without outputs): what spec_gain, spec_gain_sweep and the
+    card show beside the gain."""
+    return {
+        c.pair.cell: c.verdict if c.agreement.recorded else NOT_RECORDED
+        for c in compared_pairs(cells, records, {})  # a drafter's base needs no reference quant
+        if c.pair.kind == DRAFTER
+    }
+
+
+def read_kld(paths: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
+    """The KL divergence files (`fidelity/<model>__<quant>.json`) by weights key."""
+    out = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        out[f"{data['model']}__{data['quant']}"] = data
+    return out
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _row(
+    item: Compared,
+    cell: Cell,
+    metrics: Mapping[str, Any],
+    kld: Mapping[str, Any] | None,
+    goal: FidelityGoal | None,
+) -> dict[str, Any]:
+    agreement, floor = item.agreement, item.floor
+    recorded = agreement.recorded
+    lo, hi = agreement.interval_pct or (None, None)
+    quartiles = agreement.first_divergence_quartiles or (None, None, None)
+    row: dict[str, Any] = {
+        "cell": item.pair.cell,
+        "reference_cell": item.pair.reference_cell,
+        "kind": item.pair.kind,
+        "model": cell.model,
+        "engine": cell.engine,
+        "quant": cell.quant,
+        "drafter": cell.drafter,
+        "workload": cell.workload,
+        "prompts_compared": agreement.prompts_compared if recorded else None,
+        "identical_pct": agreement.identical_pct if recorded else None,
+        "identical_lo_pct": lo,
+        "identical_hi_pct": hi,
+        "floor_identical_pct": floor.identical_pct if floor and floor.recorded else None,
+        "first_divergence_median": quartiles[1],
+        "first_divergence_q1": quartiles[0],
+        "first_divergence_q3": quartiles[2],
+        "verdict": item.verdict if recorded else NOT_RECORDED,
+        "verdict_reason": item.reason if recorded else "the workload keeps no outputs",
+        "decode_tok_s": _num(metrics.get("decode_tok_s")),
+    }
+    if item.pair.kind == FLOOR:
+        row["verdict"] = row["verdict_reason"] = ""
+    kld = kld if item.pair.kind == QUANT else None
+    if kld is not None:
+        for key in (
+            "kld_mean",
+            "kld_mean_err",
+            "kld_p99",
+            "same_top_pct",
+            "same_top_pct_err",
+            "perplexity",
+            "perplexity_err",
+        ):
+            row[key] = _num(kld.get(key))
+    if goal is not None and item.pair.kind != FLOOR:
+        row["goal_verdict"], row["goal_detail"] = goal_judgement(goal, agreement, floor, kld)
+    return row
+
+
+def goal_judgement(
+    goal: FidelityGoal,
+    agreement: Agreement,
+    floor: Agreement | None,
+    kld: Mapping[str, Any] | None,
+) -> tuple[str, str]:
+    """The goal's verdict (`pass`, `fail`, `unresolved`, `not measured` when no objective's
+    figure was measured) and one text per objective, for the table and the card."""
+    kld = kld or {}
+    figures = FidelityFigures.measured(
+        kld_mean=_num(kld.get("kld_mean")),
+        kld_mean_err=_num(kld.get("kld_mean_err")),
+        kld_p99=_num(kld.get("kld_p99")),
+        same_top_pct=_num(kld.get("same_top_pct")),
+        same_top_err_pct=_num(kld.get("same_top_pct_err")),
+        agreement=agreement if agreement.recorded else None,
+        floor=floor,
+    )
+    judged = judge(goal, figures)
+    measured = any(o.verdict is not None for o in judged.objectives)
+    return (str(judged.verdict) if measured else NOT_MEASURED), "; ".join(judged.texts)
+
+
+def _goal(settings: FidelitySettings, model: str) -> FidelityGoal | None:
+    raw = settings.goals.get(model)
+    return FidelityGoal.from_dict(raw) if raw else None
+
+
+def fidelity_table(
+    cells: Sequence[Cell],
+    all_metrics: Sequence[Mapping[str, Any]],
+    records: Mapping[str, Sequence[Any]],
+    kld: Mapping[str, Mapping[str, Any]],
+    settings: FidelitySettings,
+) -> pd.DataFrame:
+    """One row per compared cell, in matrix order, each reference's floor after its pairs. Only
+    finished cells are compared."""
+    by_id = {cell.id: cell for cell in cells}
+    metrics = {m["cell"]: m for m in all_metrics}
+    done = {
+        cell: recs
+        for cell, recs in records.items()
+        if (metrics.get(cell) or {}).get("status") == Status.DONE
+    }
+    rows = []
+    for item in compared_pairs(cells, done, settings.references):
+        cell = by_id[item.pair.cell]
+        rows.append(
+            _row(
+                item,
+                cell,
+                metrics[item.pair.cell],
+                kld.get(cell.weights_key),
+                _goal(settings, cell.model),
+            )
+        )
+    return pd.DataFrame(rows, columns=FIDELITY_COLUMNS)
+
+
+def _dominated(point: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> bool:
+    return any(
+        o["decode_tok_s"] >= point["decode_tok_s"]
+        and o["loss"] <= point["loss"]
+        and (o["decode_tok_s"] > point["decode_tok_s"] or o["loss"] < point["loss"])
+        for o in others
+    )
+
+
+def frontier_points(
+    table: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]], cells: Mapping[str, Cell]
+) -> list[dict[str, Any]]:
+    """Per model, engine and workload: the reference quant (loss 0) and each quant compared
+    with it that has a speed and a fidelity figure, with `frontier` (non-dominated) and
+    `answer` (the fastest within the goal, where a goal is set)."""
+    points: list[dict[str, Any]] = []
+    quants = table[table["kind"] == QUANT]
+    for (model, engine, workload), group in quants.groupby(
+        ["model", "engine", "workload"], sort=False
+    ):
+        reference = group["reference_cell"].iloc[0]
+        use_kld = group["kld_mean"].notna().all()
+        measure = "kld_mean" if use_kld else "not_identical_pct"
+        has_goal = group["goal_verdict"].notna().any()
+        members = [
+            {
+                "cell": reference,
+                "quant": cells[reference].quant,
+                "decode_tok_s": _num(metrics[reference].get("decode_tok_s")),
+                "loss": 0.0,
+                "goal_verdict": "pass" if has_goal else None,
+            }
+        ]
+        for row in group.to_dict("records"):
+            loss = row["kld_mean"] if use_kld else _not_identical(row)
+            members.append(
+                {
+                    "cell": row["cell"],
+                    "quant": row["quant"],
+                    "decode_tok_s": _num(row["decode_tok_s"]),
+                    "loss": _num(loss),
+                    "goal_verdict": row["goal_verdict"] if has_goal else None,
+                }
+            )
+        members = [m for m in members if m["decode_tok_s"] is not None and m["loss"] is not None]
+        passing = [m for m in members if m["goal_verdict"] == "pass"]
+        fastest = max(passing, key=lambda m: m["decode_tok_s"]) if passing else None
+        for m in members:
+            m.update(model=model, engine=engine, workload=workload, measure=measure)
+            m["frontier"] = not _dominated(m, members)
+            m["answer"] = "fastest within the goal" if m is fastest else ""
+        points += members
+    return points
+
+
+def _not_identical(row: Mapping[str, Any]) -> float | None:
+    identical = _num(row.get("identical_pct"))
+    return None if identical is None else 100.0 - identical
+
+
+def frontier_table(points: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """fidelity_frontier.csv: the frontier points, and the answer where it is off the frontier."""
+    rows = [p for p in points if p["frontier"] or p["answer"]]
+    return pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
+
+
+def write_fidelity(
+    files: Sequence[Any],
+    cells: Sequence[Cell],
+    kld_paths: Sequence[str | Path],
+    settings: FidelitySettings,
+    out: Mapping[str, str | Path],
+) -> None:
+    """The `fidelity` rule's tables and figure, from the records index's `files`."""
+    from .fidelity_plot import fidelity_figure  # matplotlib: only this rule pays its import
+    from .plots import save_figure
+    from .writers import load_indexed
+
+    all_metrics, records = load_indexed(files)
+    table = fidelity_table(cells, all_metrics, records, read_kld(kld_paths), settings)
+    write_table(table, out["fidelity_csv"], out["fidelity_md"], "Output fidelity", FIDELITY_INTRO)
+    metrics = {m["cell"]: m for m in all_metrics}
+    points = frontier_points(table, metrics, {c.id: c for c in cells})
+    frontier = frontier_table(points)
+    write_table(
+        frontier,
+        out["fidelity_frontier_csv"],
+        out["fidelity_frontier_md"],
+        FRONTIER_TITLE,
+        FRONTIER_INTRO,
+    )
+    write_tables_html(
+        out["fidelity_html"],
+        "Output fidelity",
+        [
+            ("Each compared cell against its reference", table, FIDELITY_INTRO),
+            (FRONTIER_TITLE, frontier, FRONTIER_INTRO),
+        ],
+    )
+    save_figure(fidelity_figure(points), out["fidelity_plot"])
