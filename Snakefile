@@ -18,6 +18,7 @@ include: "rules/weights.smk"
 include: "rules/engines.smk"
 include: "rules/cells.smk"
 include: "rules/search.smk"
+include: "rules/fidelity.smk"
 include: "rules/report.smk"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .atomic import param_json
@@ -26,6 +27,7 @@ from .config.resources import (
     without_resources,
 )
 from .config.sweeps import launch_cell, series_resources, shared_series
+from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
 from .outputs.labels import (
     RULE_FILES,
     front_page_files,
@@ -210,6 +212,68 @@ class Dag:
             inputs["engine"] = self.path("engine", "stamp", engine=engine)
         return inputs
 
+    # --- distribution fidelity (llama-perplexity) ---------------------------------------------
+
+    @cached_property
+    def kld(self) -> dict[str, KldModel]:
+        """The models with KL divergence steps (workflow_scripts.fidelity.kld.kld_models)."""
+        return kld_models(self.config, list(self.cells.values()))
+
+    def kld_targets(self) -> list[str]:
+        """Each quant's KL divergence record: none for a model whose reference quant is no GGUF
+        or that no llamacpp engine with `launch: build` runs."""
+        return [
+            self.path("fidelity_kld", "record", weights=f"{model}__{quant}")
+            for model, plan in self.kld.items()
+            for quant in plan.quants
+        ]
+
+    def kld_plan(self, model: str) -> KldModel:
+        if model not in self.kld:
+            raise UnknownCell(f"model {model!r} has no KL divergence step in this config")
+        return self.kld[model]
+
+    def kld_quant(self, key: str) -> tuple[KldModel, str]:
+        """The model's plan and the quant a `model__quant` key names (any GGUF quant it lists:
+        the reference itself measured against its own logits reads KL 0)."""
+        model, _, quant = key.partition("__")
+        plan = self.kld_plan(model)
+        if quant not in self.config["models"][model]["quants"]:
+            raise UnknownCell(f"model {model!r} has no quant {quant!r}")
+        return plan, quant
+
+    def fidelity_text_settings(self) -> str:
+        settings = KldSettings()
+        return param_json({"dataset": settings.dataset, "text_chars": settings.text_chars})
+
+    def fidelity_step(self, model: str, quant: str) -> str:
+        plan = self.kld_plan(model)
+        build = self.config["engines"][plan.engine].get("build") or {}
+        return param_json(KldStep.of(plan, quant, build).to_dict())
+
+    def fidelity_failures(self, model: str, quant: str) -> int:
+        return self.failed_attempts.get(failure_key(model, quant), 0)
+
+    def fidelity_base_inputs(self, model: str) -> dict[str, str]:
+        """The text, the engine stamp of the tool's build, the reference's weights."""
+        plan = self.kld_plan(model)
+        return {
+            "text": self.path("fidelity_text", "text"),
+            "engine": self.path("engine", "stamp", engine=plan.engine),
+            "weights": self.path("weights", "manifest", weights=plan.reference_key),
+        }
+
+    def fidelity_kld_inputs(self, key: str) -> dict[str, str]:
+        """The base step's record and logits besides the text, the stamp and the quant's
+        weights: a new quant runs its own step only."""
+        plan, _ = self.kld_quant(key)
+        return {
+            **self.fidelity_base_inputs(plan.model),
+            "weights": self.path("weights", "manifest", weights=key),
+            "base": self.path("fidelity_base", "record", model=plan.model),
+            "logits": self.path("fidelity_base", "logits", model=plan.model),
+        }
+
     # --- latency goals ------------------------------------------------------------------------
 
     def goal_input(self, cell_id: str) -> str:
@@ -345,6 +409,11 @@ def build_dag(raw_config: dict[str, Any]) -> Dag:
         weights[cell.weights_key] = cell.weights
         if cell.drafter_weights:
             weights[cell.drafter_weights_key] = cell.drafter_weights
+    # The reference quant whose logits the KL divergence steps compare with, run by no cell
+    # maybe (the default's f16 is only the source of the quants).
+    for plan in kld_models(config, list(cells.values())).values():
+        quants = config["models"][plan.model]["quants"]
+        weights.setdefault(plan.reference_key, quants[plan.reference_quant]["weights"])
     return Dag(
         config=config,
         cells=cells,

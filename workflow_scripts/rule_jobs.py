@@ -71,6 +71,36 @@ class RuleJobs:
     def engine_failures(self, wildcards) -> int:
         return self.dag.failed_attempts.get(f"engine-{wildcards.engine}", 0)
 
+    # --- distribution fidelity (llama-perplexity) ---------------------------------------------
+
+    @job_function
+    def fidelity_base_inputs(self, wildcards) -> dict[str, str]:
+        return known(self.dag.fidelity_base_inputs, wildcards.model)
+
+    @job_function
+    def fidelity_base_step(self, wildcards) -> str:
+        plan = known(self.dag.kld_plan, wildcards.model)
+        return self.dag.fidelity_step(plan.model, plan.reference_quant)
+
+    @job_function
+    def fidelity_base_failures(self, wildcards) -> int:
+        plan = known(self.dag.kld_plan, wildcards.model)
+        return self.dag.fidelity_failures(plan.model, plan.reference_quant)
+
+    @job_function
+    def fidelity_kld_inputs(self, wildcards) -> dict[str, str]:
+        return known(self.dag.fidelity_kld_inputs, wildcards.weights)
+
+    @job_function
+    def fidelity_kld_step(self, wildcards) -> str:
+        plan, quant = known(self.dag.kld_quant, wildcards.weights)
+        return self.dag.fidelity_step(plan.model, quant)
+
+    @job_function
+    def fidelity_kld_failures(self, wildcards) -> int:
+        plan, quant = known(self.dag.kld_quant, wildcards.weights)
+        return self.dag.fidelity_failures(plan.model, quant)
+
     # --- cells and the series' servers --------------------------------------------------------
 
     @job_function

@@ -178,3 +178,26 @@ def test_a_failed_build_leaves_nothing_that_looks_built(monkeypatch, tmp_path):
         build_llamacpp.build_llama_server(build, progress=lambda _: None)
     assert not build_llamacpp.install_dir(build).exists()
     assert not build_llamacpp.binary_path(build).exists()
+
+
+def test_a_stamp_made_before_llama_perplexity_completes_its_build_under_the_same_key(
+    monkeypatch, tmp_path
+):
+    """STAND-IN compiler (as above): a cached build of llama-server and llama-quantize only, as
+    one made before llama-perplexity was a target, is built again under its key with all three;
+    a stamp whose settings make another key is refused."""
+    count_file = _fake_build_steps(monkeypatch, tmp_path)
+    build = _build("portable", ZEN3)
+    first = build_llamacpp.build_llama_server(build, progress=lambda _: None)
+    Path(first["perplexity"]).unlink()  # the older build: no llama-perplexity beside the server
+    stamp = {k: v for k, v in first.items() if k != "perplexity"}
+    settings = {"package": "llama-cpp-python", "version": "0.3.36"}
+    tool, info = build_llamacpp.perplexity_of(stamp, settings, lambda: ZEN3)
+    assert Path(tool) == build_llamacpp.binary_path(build).with_name("llama-perplexity")
+    assert Path(tool).is_file() and info["key"] == stamp["key"]
+    assert count_file.read_text().count("build") == 2
+    # a stamp that names its tool is used as it is: no build
+    assert build_llamacpp.perplexity_of(info, settings, lambda: ZEN3)[0] == tool
+    assert count_file.read_text().count("build") == 2
+    with pytest.raises(BuildError, match="rerun its engine step"):
+        build_llamacpp.perplexity_of(stamp, {**settings, "cmake_flags": ["-DX=1"]}, lambda: ZEN3)

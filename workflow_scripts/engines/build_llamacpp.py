@@ -1,9 +1,10 @@
-"""Build `llama-server` and `llama-quantize` from the llama.cpp tree vendored in a pinned
-llama-cpp-python sdist, and keep that tree's Hugging Face -> GGUF converter beside them.
+"""Build `llama-server`, `llama-quantize` and `llama-perplexity` from the llama.cpp tree vendored
+in a pinned llama-cpp-python sdist, and keep that tree's Hugging Face -> GGUF converter beside them.
 
-Both programs come from one cmake build (the libraries compile once), so a quant made by
-`llama-quantize` and the server that runs it are the same llama.cpp; derived weights
-(`weights_derive`) take both tools from the engine stamp.
+The programs come from one cmake build (the libraries compile once), so a quant made by
+`llama-quantize`, the server that runs it and the perplexity tool that measures its KL divergence
+(`fidelity_kld`) are the same llama.cpp; derived weights (`weights_derive`) and fidelity steps take
+the tools from the engine stamp.
 
 A build comes in variants of decreasing speed and increasing portability (`VARIANTS`); the
 engine step tries them in order until one passes the smoke test (`engines.smoke`). Binaries
@@ -165,12 +166,23 @@ class LlamaCppBuild:
         return f"{self.package}-{self.version}-{self.variant.name}-{digest}"
 
 
+def build_plan(settings: dict, variant: BuildVariant, isa: CpuIsa | None) -> LlamaCppBuild:
+    """The build an engine's `build` settings ask for in one variant (the ISA kept only for a
+    native one, whose key it is part of)."""
+    return LlamaCppBuild(
+        **{key: str(settings[key]) for key in ("package", "version") if key in settings},
+        cmake_flags=tuple(settings.get("cmake_flags", [])),
+        variant=variant,
+        isa=isa if variant.native else None,
+    )
+
+
 def install_dir(build: LlamaCppBuild) -> Path:
     return cache_dir("engines") / build.key
 
 
 # Built together; the first is the server the engine runs, the others are tools beside it.
-TARGETS = ("llama-server", "llama-quantize")
+TARGETS = ("llama-server", "llama-quantize", "llama-perplexity")
 # What `convert_hf_to_gguf.py` imports or reads from its tree (chat templates it may embed).
 CONVERTER_PARTS = ("convert_hf_to_gguf.py", "conversion", "gguf-py", "models/templates", "LICENSE")
 
@@ -183,6 +195,10 @@ def quantize_path(build: LlamaCppBuild) -> Path:
     return install_dir(build) / "bin" / "llama-quantize"
 
 
+def perplexity_path(build: LlamaCppBuild) -> Path:
+    return install_dir(build) / "bin" / "llama-perplexity"
+
+
 def converter_tree(build: LlamaCppBuild) -> Path:
     """The Python part of the pinned tree (converter, `gguf-py`), kept after the build."""
     return install_dir(build) / "llama.cpp"
@@ -190,7 +206,7 @@ def converter_tree(build: LlamaCppBuild) -> Path:
 
 def _is_complete(build: LlamaCppBuild) -> bool:
     """A cached build counts only with every target and the converter (one made before
-    `llama-quantize` was a target is rebuilt once, under the same key)."""
+    `llama-quantize` or `llama-perplexity` was a target is rebuilt once, under the same key)."""
     folder = install_dir(build)
     return (
         all((folder / "bin" / target).is_file() for target in TARGETS)
@@ -292,8 +308,8 @@ def build_llama_server(
     jobs: int | None = None,
     progress: Callable[[str], None] = say,
 ) -> dict:
-    """Build (or reuse) llama-server and llama-quantize; return provenance: their paths, the
-    converter tree, flags, sdist sha256."""
+    """Build (or reuse) llama-server, llama-quantize and llama-perplexity; return provenance:
+    their paths, the converter tree, flags, sdist sha256."""
     target_dir = install_dir(build)
     label = f"llama-server build ({build.variant.name})"
     # one lock per key (`with_suffix` would cut the key at its version's dots and make one lock
@@ -339,6 +355,7 @@ def build_llama_server(
                 "compiler": build.isa.compiler if build.isa else None,
                 "binary": str(binary_path(build)),
                 "quantize": str(quantize_path(build)),
+                "perplexity": str(perplexity_path(build)),
                 "tree": str(converter_tree(build)),
                 "key": build.key,
                 "build_s": round(time.monotonic() - started, 1),
@@ -351,3 +368,21 @@ def build_llama_server(
             return info
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def perplexity_of(stamp: dict, settings: dict, isa: Callable[[], CpuIsa]) -> tuple[str, dict]:
+    """`llama-perplexity` of the build an engine stamp names, and that build's record. A stamp
+    made before the tool was a target names a cached build without it: that build is completed
+    under the same key (the key of `settings` in the stamp's variant must be the stamp's, else
+    the engine step must run again). `isa` is asked only for a native variant."""
+    if stamp.get("perplexity") and Path(stamp["perplexity"]).is_file():
+        return stamp["perplexity"], stamp
+    variant = variant_named(str(stamp.get("variant")))
+    plan = build_plan(settings, variant, isa() if variant.native else None)
+    if plan.key != stamp.get("key"):
+        raise BuildError(
+            f"the engine stamp names build {stamp.get('key')}, its settings here make "
+            f"{plan.key}: rerun its engine step (snakemake --forcerun engine)"
+        )
+    info = build_llama_server(plan)
+    return info["perplexity"], info

@@ -22,8 +22,8 @@ from . import adapter_for
 from .build_llamacpp import (
     VARIANT_NAMES,
     BuildError,
-    LlamaCppBuild,
     build_llama_server,
+    build_plan,
     variants_to_try,
 )
 from .cpu_isa import CpuIsa, native_isa
@@ -106,12 +106,7 @@ def provision_build(
     names = tuple(build.get("variants") or VARIANT_NAMES)
     attempts: list[dict[str, Any]] = []
     for variant in variants_to_try(isa, names):
-        plan = LlamaCppBuild(
-            **{key: str(build[key]) for key in ("package", "version") if key in build},
-            cmake_flags=tuple(build.get("cmake_flags", [])),
-            variant=variant,
-            isa=isa if variant.native else None,
-        )
+        plan = build_plan(build, variant, isa)
         attempt: dict[str, Any] = {"variant": variant.name, "key": plan.key, "outcome": "failed"}
         attempts.append(attempt)
         try:

@@ -150,6 +150,12 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
         page("slo", "slo_table", "Latency goals"),
         *figure("figure", "slo_search", "Latency goals"),
     ),
+    "fidelity_text": (RuleFile("text", "fidelity/text.txt"),),
+    "fidelity_base": (
+        RuleFile("record", "fidelity/base/{model}.json"),
+        RuleFile("logits", "fidelity/base/{model}.logits"),
+    ),
+    "fidelity_kld": (RuleFile("record", "fidelity/{weights}.json"),),
     "overview": (RuleFile("overview", "summary/overview.html"),),
     "html_report": (RuleFile("html", "report.html"),),
 }

@@ -1,0 +1,59 @@
+# Distribution fidelity of GGUF quants (workflow_scripts.fidelity.kld): one fixed text, the
+# reference quant's logits once per model, then each quant's KL divergence against them. Each
+# step holds the machine (it measures); a failed step writes its reason and is retried next run.
+
+
+rule fidelity_text:
+    output:
+        **JOBS.outputs("fidelity_text"),
+    log:
+        "logs/fidelity/text.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    params:
+        settings=GRAPH.fidelity_text_settings(),
+    script:
+        "../workflow_scripts/entry/fidelity_text.py"
+
+
+rule fidelity_base:
+    input:
+        unpack(JOBS.fidelity_base_inputs),
+    output:
+        **JOBS.outputs("fidelity_base"),
+    log:
+        "logs/fidelity/{model}.base.log",
+    wildcard_constraints:
+        model="[A-Za-z0-9._-]+",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    resources:
+        machine=1,
+    params:
+        step=JOBS.fidelity_base_step,
+        failed_attempts=JOBS.fidelity_base_failures,
+        failures_dir=GRAPH.failures,
+    script:
+        "../workflow_scripts/entry/fidelity_base.py"
+
+
+rule fidelity_kld:
+    input:
+        unpack(JOBS.fidelity_kld_inputs),
+    output:
+        **JOBS.outputs("fidelity_kld"),
+    log:
+        "logs/fidelity/{weights}.log",
+    localrule: True
+    conda:
+        "../envs/bench.yaml"
+    resources:
+        machine=1,
+    params:
+        step=JOBS.fidelity_kld_step,
+        failed_attempts=JOBS.fidelity_kld_failures,
+        failures_dir=GRAPH.failures,
+    script:
+        "../workflow_scripts/entry/fidelity_kld.py"

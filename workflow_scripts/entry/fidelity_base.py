@@ -1,0 +1,24 @@
+"""Rule `fidelity_base`: the reference quant's logits over the text and its record, or a
+failed record that says why."""
+
+import json
+import traceback
+
+from workflow_scripts.entry import stderr_to_log
+from workflow_scripts.fidelity.kld import KldStep, measure_base, write_failure
+
+sm = snakemake  # noqa: F821  (injected by Snakemake)
+with stderr_to_log(sm.log[0]):
+    step = KldStep.from_dict(json.loads(sm.params.step))
+    try:
+        measure_base(
+            step,
+            sm.input.text,
+            sm.input.engine,
+            sm.input.weights,
+            sm.output.logits,
+            sm.output.record,
+        )
+    except Exception as exc:
+        traceback.print_exc()
+        write_failure(step, sm.output.record, sm.params.failures_dir, exc, sm.output.logits)
