@@ -28,6 +28,7 @@ from .config.resources import (
 )
 from .config.sweeps import launch_cell, series_resources, shared_series
 from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
+from .fidelity.pairs import QUANT, FidelitySettings, floor_id, floor_of, measured_pairs
 from .outputs.labels import (
     RULE_FILES,
     front_page_files,
@@ -37,7 +38,6 @@ from .outputs.labels import (
     sweep_cell_ids,
 )
 from .outputs.search_files import goal_path, goals_of, probe_cells, search_path, write_goal_files
-from .outputs.slo_cells import goal_workload
 from .slo.objectives import Slo
 from .vocabulary import Cell
 from .weights.fetch import step_engine, weights_dependencies, with_dependencies
@@ -278,12 +278,37 @@ class Dag:
 
     def goal_input(self, cell_id: str) -> str:
         """The goal of the workload a cell comes from (a probe's or a sweep point's: its own)."""
-        return str(goal_path(self.goals_dir, goal_workload(self.cell_of(cell_id))))
+        return str(goal_path(self.goals_dir, self.cell_of(cell_id).workload_name))
 
     def card_goal(self, cell_id: str) -> dict[str, str]:
         """The goal a cell's card judges it against, where its workload has one."""
-        has_goal = goal_workload(self.cell_of(cell_id)) in self.goals
+        has_goal = self.cell_of(cell_id).workload_name in self.goals
         return {"goal": self.goal_input(cell_id)} if has_goal else {}
+
+    def card_fidelity(self, cell_id: str) -> dict[str, str]:
+        """What a cell's card compares its outputs with: the reference's metrics.json (its
+        records beside it), the reference's floor run's, a quant's KL record; a reference cell's
+        own floor run."""
+        pair = self._pair_of.get(cell_id)
+        out = {}
+        reference = pair.reference_cell if pair else cell_id
+        if pair:
+            out["fidelity_reference"] = self.path("cell", "metrics", cell=reference)
+            kld = self.path("fidelity_kld", "record", weights=self.cells[cell_id].weights_key)
+            if pair.kind == QUANT and kld in self.kld_targets():
+                out["kld"] = kld
+        if floor_id(reference) in self.cells:
+            out["fidelity_floor"] = self.path("cell", "metrics", cell=floor_id(reference))
+        return out
+
+    def card_fidelity_settings(self, cell_id: str) -> str:
+        """The card's fidelity param: the pair's kind, its reference and the model's goal
+        (`{}`: compared with nothing and no floor of its own)."""
+        pair = self._pair_of.get(cell_id)
+        if pair is None:
+            return param_json({"kind": "reference"} if self.card_fidelity(cell_id) else {})
+        goal = self.fidelity.goals.get(self.cells[cell_id].model)
+        return param_json({"kind": pair.kind, "reference_cell": pair.reference_cell, "goal": goal})
 
     def goal_files(self) -> list[str]:
         return [str(goal_path(self.goals_dir, workload)) for workload in self.goals]
@@ -319,6 +344,13 @@ class Dag:
         """The sweep tables and figures, only for a matrix with a sweep."""
         return self.rule_paths("sweeps") if sweep_cell_ids(list(self.cells.values())) else []
 
+    def fidelity_outputs(self) -> list[str]:
+        """The fidelity tables and figure, only for a matrix with a compared pair."""
+        return self.rule_paths("fidelity") if self._pair_of else []
+
+    def fidelity_settings(self) -> str:
+        return param_json(self.fidelity.to_dict())
+
     def sweep_gpus(self) -> str:
         """Each point's GPU count (resources.gpu, kept out of the cells' settings): throughput
         per GPU."""
@@ -328,22 +360,30 @@ class Dag:
     def all_cells_settings(self) -> str:
         return self._all_cells_settings
 
+    def carded_cells(self) -> list[str]:
+        """The cells with a card in the report: not a floor run (its reference's fidelity row
+        says what it measured)."""
+        return [cell_id for cell_id in self.cells if floor_of(cell_id) is None]
+
     def report_labels(self, cell_id: str, figure: str) -> dict[str, str]:
         return report_labels(self.cells[cell_id], figure)
 
     def front_page_inputs(self) -> list[str]:
-        """The sweep and search outputs the report's front page shows beside the index."""
-        return front_page_files([*self.sweep_outputs(), *self.search_outputs()])
+        """The sweep, search and fidelity outputs the report's front page shows beside the
+        index."""
+        summaries = [*self.sweep_outputs(), *self.search_outputs(), *self.fidelity_outputs()]
+        return front_page_files(summaries)
 
     def report_inputs(self) -> list[str]:
         """What the HTML report shows: the cards, tables, figures and its front page."""
         searched = [p for p in self.search_outputs() if p.endswith((".html", ".png"))]
         return [
-            *[self.path("card", "card_md", cell=cell_id) for cell_id in self.cells],
+            *[self.path("card", "card_md", cell=cell_id) for cell_id in self.carded_cells()],
             self.path("aggregate", "index_md"),
             self.path("comparisons", "comparisons_md"),
             *self.summary_figures(),
             *self.sweep_outputs(),
+            *self.fidelity_outputs(),
             self.path("overview", "overview"),
             *searched,
         ]
@@ -356,6 +396,7 @@ class Dag:
             self.path("summary_plots", "decode_plot"),
             *self.sweep_outputs(),
             *self.search_outputs(),
+            *self.fidelity_outputs(),
             self.path("html_report", "html"),
         ]
 
@@ -383,6 +424,9 @@ class Dag:
         )
 
     def __post_init__(self) -> None:
+        self.fidelity = FidelitySettings.of_config(self.config)
+        pairs = measured_pairs(list(self.cells.values()), self.fidelity.references)
+        self._pair_of = {pair.cell: pair for pair in pairs}
         self._series_of = {p.id: name for name, points in self.series.items() for p in points}
         # Each cell as plain data, made once: Snakemake asks for these params for every job of a
         # large matrix. The rules' scripts rebuild the cells from them (Cell.from_dict).

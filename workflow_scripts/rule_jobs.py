@@ -179,6 +179,14 @@ class RuleJobs:
         return self.dag.card_goal(wildcards.cell)
 
     @job_function
+    def card_fidelity(self, wildcards) -> dict[str, str]:
+        return self.dag.card_fidelity(wildcards.cell)
+
+    @job_function
+    def card_fidelity_settings(self, wildcards) -> str:
+        return self.dag.card_fidelity_settings(wildcards.cell)
+
+    @job_function
     def card_settings(self, wildcards) -> str:
         return self.dag.card_settings(wildcards.cell)
 
@@ -201,6 +209,10 @@ class RuleJobs:
     @job_function
     def all_cells_settings(self, wildcards) -> str:
         return self.dag.all_cells_settings()
+
+    @job_function
+    def fidelity_settings(self, wildcards) -> str:
+        return self.dag.fidelity_settings()
 
     @job_function
     def sweep_gpus(self, wildcards) -> str:

@@ -15,27 +15,33 @@ from workflow_scripts.vocabulary import ConfigError
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_default_matrix_varies_every_axis_in_six_cells_and_sweeps_load():
+def test_default_matrix_varies_every_axis_in_seven_cells_and_sweeps_load():
+    """Each cell another is compared with runs a second time, right after it (its floor)."""
     cells = load_cells(REPO / "config.yaml")
     assert [cell.id for cell in cells] == [
         "gemma3-270m__llamacpp-cpu__q4_k_m__none__c4",
+        "smollm2-135m__llamacpp-cpu__f16__none__c4",
+        "smollm2-135m__llamacpp-cpu__f16__none__c4__floor",
         "smollm2-135m__llamacpp-cpu__q8_0__none__c4",
         "smollm2-135m__llamacpp-cpu__q4_0__none__c4",
+        "smollm2-135m__llamacpp-cpu__q4_0__none__c4__floor",
         "smollm2-135m__llamacpp-cpu__q4_0__ngram__c4",
         "smollm2-135m__vllm-cpu__bf16__none__c4",
         "smollm2-135m__vllm-cpu__bf16__ngram__c4",
         *[
-            f"smollm2-135m__llamacpp-cpu__q4_0__{drafter}__sweep-c{c}"
-            for drafter in ("none", "ngram")
+            f"smollm2-135m__llamacpp-cpu__q4_0__none__sweep-c{c}{floor}"
             for c in (1, 2, 4, 8)
+            for floor in ("", "__floor")
         ],
+        *[f"smollm2-135m__llamacpp-cpu__q4_0__ngram__sweep-c{c}" for c in (1, 2, 4, 8)],
     ]
-    cells = [c for c in cells if not c.sweep]
+    cells = [c for c in cells if not c.sweep and not c.id.endswith("__floor")]
     # two quants of one source on llama.cpp; both engines with and without the drafter
     sources = {
         c.quant: c.weights["derived_from"]["quant"] for c in cells if c.quant in ("q8_0", "q4_0")
     }
     assert sources == {"q8_0": "f16", "q4_0": "f16"}
+    assert {c.quant for c in cells if c.engine == "llamacpp-cpu"} >= {"f16", "q8_0", "q4_0"}
     assert {(c.engine, c.drafter) for c in cells if c.model == "smollm2-135m"} == {
         ("llamacpp-cpu", "none"),
         ("llamacpp-cpu", "ngram"),

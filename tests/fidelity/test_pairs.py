@@ -43,7 +43,7 @@ def test_the_default_compares_quants_drafters_and_engines_with_floors_where_aske
         assert point.kind == DRAFTER
         assert point.reference_cell == f"{SMOL}__llamacpp-cpu__q4_0__none__sweep-c{c}"
     floors = {p.reference_cell for p in pairs if p.kind == FLOOR}
-    # the vLLM entry says fidelity_floor: false; every other reference runs twice
+    # the llama.cpp entries say fidelity_floor: true, vLLM's does not
     assert f"{SMOL}__vllm-cpu__bf16__none__c4" not in floors
     assert f16 in floors and f"{SMOL}__llamacpp-cpu__q4_0__none__sweep-c8" in floors
     ids = [c.id for c in cells]

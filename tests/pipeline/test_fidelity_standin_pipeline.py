@@ -59,7 +59,8 @@ def config(data: Path) -> dict:
                     "engine": ["law-alter", "law-noise"],
                     "drafter": ["none", DRAFTER],
                     "workload": ["w"],
-                }
+                },
+                "fidelity_floor": True,
             },
             {
                 "matrix": {
@@ -67,7 +68,8 @@ def config(data: Path) -> dict:
                     "engine": ["law-alter"],
                     "drafter": ["none", DRAFTER],
                     "workload": ["few"],
-                }
+                },
+                "fidelity_floor": True,
             },
         ],
         workloads={"w": workload(len(PROMPTS)), "few": workload(FEW)},

@@ -409,8 +409,8 @@ def with_floor_runs(
 ) -> list[Cell]:
     """Step 6: each cell another is compared with (fidelity.pairs) runs a second time,
     `<cell>__floor` right after it (a point's makes a series of its own, `<series>__floor`):
-    its noise floor. Not where its workload keeps no outputs, already repeats, or its `cells`
-    entry says `fidelity_floor: false`."""
+    its noise floor, where its `cells` entry says `fidelity_floor: true`, unless its workload
+    keeps no outputs or already repeats."""
     needing = references_needing_floor(cells, reference_quants(config["models"]))
     out: list[Cell] = []
     for cell in cells:
@@ -421,7 +421,7 @@ def with_floor_runs(
             cell.id in needing
             and workload.get("record_outputs", True)
             and workload["repeats"] == 1
-            and entry.get("fidelity_floor", True)
+            and entry.get("fidelity_floor", False)
         ):
             sweep = cell.sweep and replace(cell.sweep, series=floor_id(cell.sweep.series))
             floor = replace(cell, id=floor_id(cell.id), sweep=sweep)

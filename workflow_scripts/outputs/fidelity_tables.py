@@ -28,6 +28,7 @@ from ..fidelity.pairs import (
     fidelity_pairs,
     floor_id,
 )
+from ..text import first_line
 from ..vocabulary import Cell, Status
 from .report_html import write_tables_html
 from .writers import write_table
@@ -58,6 +59,7 @@ FIDELITY_COLUMNS = [
     "same_top_pct_err",
     "perplexity",
     "perplexity_err",
+    "kld_note",
     "decode_tok_s",
     "goal_verdict",
     "goal_detail",
@@ -204,7 +206,9 @@ def _row(
     if item.pair.kind == FLOOR:
         row["verdict"] = row["verdict_reason"] = ""
     kld = kld if item.pair.kind == QUANT else None
-    if kld is not None:
+    if kld is not None and kld.get("status") == Status.FAILED:
+        row["kld_note"] = f"failed: {first_line(kld.get('reason'), 200)} (retried next run)"
+    elif kld is not None:
         for key in (
             "kld_mean",
             "kld_mean_err",

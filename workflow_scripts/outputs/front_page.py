@@ -52,6 +52,7 @@ class AnswerTable:
     loads: tuple[str, ...]
     numbers: tuple[str, ...] = ()
     figures_of_rows: tuple[str, ...] = ()
+    shown_when_filled: tuple[str, ...] = ()  # left out where no row has a value
 
 
 ANSWER_TABLES = {
@@ -62,6 +63,7 @@ ANSWER_TABLES = {
         ("series", "axis", "last_faster", "first_not_faster", "summary", "outputs"),
         ("last_faster", "first_not_faster"),
         figures_of_rows=("spec_gain_sweep",),
+        shown_when_filled=("outputs",),  # a matrix that compares the drafter's outputs
     ),
     "slo": AnswerTable(
         "Latency goal",
@@ -95,7 +97,8 @@ def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
         frame[column] = frame[column].map(_load_text)
     for column in table.numbers:
         frame[column] = pd.to_numeric(frame[column])
-    return frame
+    empty = [c for c in table.shown_when_filled if not frame[c].astype(bool).any()]
+    return frame.drop(columns=empty)
 
 
 def answers_html(answers: Sequence[str]) -> list[str]:

@@ -143,6 +143,11 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
         *figure("memory_plot", "peak_memory", "Memory"),
         *figure("spec_gain_plot", "spec_gain", "Speculative decoding"),
     ),
+    "fidelity": (
+        *tables("fidelity", "fidelity_frontier"),
+        page("fidelity", "fidelity_table", "Fidelity"),
+        *figure("fidelity_plot", "fidelity", "Fidelity"),
+    ),
     "concurrency_figure": figure("concurrency_plot", "throughput_vs_concurrency", "Summary"),
     "reference_figure": figure("reference_plot", "measured_vs_reference", "Summary"),
     "slo_tables": (
@@ -188,9 +193,14 @@ def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
 
 
 # The front page's answers beside the index (the overview rule): where a drafter stops paying
-# (a matrix with sweeps) and the largest load within a latency goal (one with searches), each
-# a table under summary/ and the figures shown below it.
-FRONT_PAGE_ANSWERS = {"spec_crossover": ("pareto", "spec_gain_sweep"), "slo": ("slo_search",)}
+# (a matrix with sweeps), the largest load within a latency goal (one with searches) and the
+# fastest quant within a fidelity goal (one with compared quants), each a table under summary/
+# and the figures shown below it.
+FRONT_PAGE_ANSWERS = {
+    "spec_crossover": ("pareto", "spec_gain_sweep"),
+    "slo": ("slo_search",),
+    "fidelity_frontier": ("fidelity",),
+}
 
 
 def front_page_files(summary_files: Sequence[str]) -> list[str]:
