@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tests.support.engines import smollm2_chain_quants
+from tests.support.engines import smollm2_chain_config
 from tests.support.pipeline import rules_run, run_snakemake, write_config
 
 pytestmark = pytest.mark.slow
@@ -31,34 +31,7 @@ QUANTS = ("f16", "q8_0", "q4_0")
 
 
 def fidelity_config() -> dict:
-    return {
-        "models": {MODEL: {"reference_quant": "f16", "quants": smollm2_chain_quants(ENGINE)}},
-        "engines": {
-            ENGINE: {
-                "kind": "llamacpp",
-                "launch": "build",
-                "settings": {"ctx_size": 1024, "threads": 1},
-            }
-        },
-        "workloads": {
-            "w": {
-                "dataset": {"kind": "random", "input_len": 8},
-                "num_prompts": 1,
-                "concurrency": 1,
-                "max_tokens": 8,
-            }
-        },
-        "cells": [
-            {
-                "matrix": {
-                    "model": [MODEL],
-                    "engine": [ENGINE],
-                    "quant": ["q8_0", "q4_0"],
-                    "workload": ["w"],
-                }
-            }
-        ],
-    }
+    return smollm2_chain_config(["q8_0", "q4_0"], ENGINE, reference_quant="f16")
 
 
 def target(quant: str) -> str:

@@ -19,6 +19,39 @@ REPO = Path(__file__).resolve().parents[2]
 STANDIN_DOCKER = Path(__file__).resolve().parent / "standin_docker.py"
 
 
+def smollm2_chain_config(quants: list[str], engine: str = "llamacpp-cpu", **model: str) -> dict:
+    """A matrix of the SmolLM2 chain on `engine` (one thread, a 1024 context): one cell per
+    quant in `quants`, one random 8-token prompt each; `model` adds keys to the model entry."""
+    return {
+        "models": {"smollm2-135m": {**model, "quants": smollm2_chain_quants(engine)}},
+        "engines": {
+            engine: {
+                "kind": "llamacpp",
+                "launch": "build",
+                "settings": {"ctx_size": 1024, "threads": 1},
+            }
+        },
+        "workloads": {
+            "w": {
+                "dataset": {"kind": "random", "input_len": 8},
+                "num_prompts": 1,
+                "concurrency": 1,
+                "max_tokens": 8,
+            }
+        },
+        "cells": [
+            {
+                "matrix": {
+                    "model": ["smollm2-135m"],
+                    "engine": [engine],
+                    "quant": quants,
+                    "workload": ["w"],
+                }
+            }
+        ],
+    }
+
+
 def smollm2_chain_quants(engine: str = "llamacpp-cpu") -> dict:
     """The quant axis of one source, as the default config has it: the registry's q4_1 GGUF ->
     bf16 safetensors (for vLLM) -> f16 GGUF -> q8_0 and q4_0 by `engine`'s llama-quantize."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.engines import smollm2_chain_quants
+from tests.support.engines import smollm2_chain_config
 from tests.support.pipeline import run_snakemake, write_config
 from workflow_scripts.process.ports import reserve_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready
@@ -46,35 +46,7 @@ DIGITS = "In 1984, 3,442 people paid $12.50 each; call 555-0199 before 10:45 on 
 
 
 def chain_config() -> dict:
-    quants = smollm2_chain_quants(ENGINE)
-    return {
-        "models": {MODEL: {"quants": quants}},
-        "engines": {
-            ENGINE: {
-                "kind": "llamacpp",
-                "launch": "build",
-                "settings": {"ctx_size": 1024, "threads": 1},
-            }
-        },
-        "workloads": {
-            "w": {
-                "dataset": {"kind": "random", "input_len": 8},
-                "num_prompts": 1,
-                "concurrency": 1,
-                "max_tokens": 8,
-            }
-        },
-        "cells": [
-            {
-                "matrix": {
-                    "model": [MODEL],
-                    "engine": [ENGINE],
-                    "quant": list(GGUFS),
-                    "workload": ["w"],
-                }
-            }
-        ],
-    }
+    return smollm2_chain_config(list(GGUFS), ENGINE)
 
 
 def manifest_target(quant: str) -> str:

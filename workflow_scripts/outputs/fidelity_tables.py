@@ -33,6 +33,16 @@ from ..vocabulary import Cell, Status
 from .report_html import write_tables_html
 from .writers import write_table
 
+# A GGUF quant's llama-perplexity figures (fidelity/<model>__<quant>.json), by their names there.
+KLD_COLUMNS = (
+    "kld_mean",
+    "kld_mean_err",
+    "kld_p99",
+    "same_top_pct",
+    "same_top_pct_err",
+    "perplexity",
+    "perplexity_err",
+)
 FIDELITY_COLUMNS = [
     "cell",
     "reference_cell",
@@ -52,13 +62,7 @@ FIDELITY_COLUMNS = [
     "first_divergence_q3",
     "verdict",
     "verdict_reason",
-    "kld_mean",
-    "kld_mean_err",
-    "kld_p99",
-    "same_top_pct",
-    "same_top_pct_err",
-    "perplexity",
-    "perplexity_err",
+    *KLD_COLUMNS,
     "kld_note",
     "decode_tok_s",
     "goal_verdict",
@@ -209,16 +213,7 @@ def _row(
     if kld is not None and kld.get("status") == Status.FAILED:
         row["kld_note"] = f"failed: {first_line(kld.get('reason'), 200)} (retried next run)"
     elif kld is not None:
-        for key in (
-            "kld_mean",
-            "kld_mean_err",
-            "kld_p99",
-            "same_top_pct",
-            "same_top_pct_err",
-            "perplexity",
-            "perplexity_err",
-        ):
-            row[key] = _num(kld.get(key))
+        row.update({key: _num(kld.get(key)) for key in KLD_COLUMNS})
     if goal is not None and item.pair.kind != FLOOR:
         row["goal_verdict"], row["goal_detail"] = goal_judgement(goal, agreement, floor, kld)
     return row
