@@ -87,6 +87,7 @@ def test_no_cap_means_every_prompt_runs(standin):
     metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap)
     assert not load.hit_time_cap and load.not_started == 0
     assert metrics["completed"] == len(PROMPTS)
+    assert metrics["send_lag_ms"] is None and all(r.scheduled_s is None for r in load.records)
     assert sorted(r.prompt_index for r in load.records if not r.warmup) == list(range(6))
     assert [r.index for r in load.records if r.warmup] == [-1, -2]
 
@@ -109,7 +110,10 @@ def test_poisson_arrivals_are_seeded_and_never_early(standin):
     load = run_load(spec, PROMPTS, RunOptions(progress=False))
     planned = _arrival_offsets(len(PROMPTS), 20.0, 3)
     assert all(r.status == OK for r in load.records)
+    assert [r.scheduled_s for r in load.records] == planned  # each record keeps its plan
     assert all(r.sent_s >= planned[r.index] for r in load.records)
+    lag = compute_metrics(load.records)["send_lag_ms"]
+    assert 0 <= lag["p50"] <= lag["p99"] < 1000  # sent when planned, not a second late
 
 
 def test_arrivals_after_the_cap_are_not_started(standin):

@@ -150,6 +150,19 @@ def test_metrics_of_a_run_by_hand():
     assert m["content_chunks"] == 6
     assert m["token_count_source"] == "usage"
     assert "goodput" not in m
+    assert m["send_lag_ms"] is None  # a closed loop: nothing was scheduled
+
+
+def test_send_lag_is_sent_minus_scheduled_over_measured_requests():
+    lags_ms = [0.0, 2.0, 4.0, 30.0]
+    records = [
+        RequestRecord(index=i, prompt_index=i, sent_s=1.0 + i + lag / 1000, scheduled_s=1.0 + i)
+        for i, lag in enumerate(lags_ms)
+    ]
+    warm = RequestRecord(index=-1, prompt_index=-1, warmup=True, sent_s=9.0, scheduled_s=0.0)
+    lag = compute_metrics([warm, *records])["send_lag_ms"]
+    assert lag["p50"] == pytest.approx(3.0)  # halfway between 2 and 4 ms
+    assert lag["p99"] == pytest.approx(4.0 + (30.0 - 4.0) * 0.97)  # the warm-up left out
 
 
 def test_goodput_counts_requests_within_every_slo():

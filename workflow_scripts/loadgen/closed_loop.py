@@ -61,6 +61,8 @@ async def measured(
                     return
                 prompt = prompts[position]
                 record = RequestRecord(index=position, prompt_index=prompt.index)
+                if arrivals is not None:
+                    record.scheduled_s = arrivals[position]
                 records.append(record)
                 body = request_body(spec, prompt.text)
                 await run_request(

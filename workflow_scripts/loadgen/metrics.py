@@ -69,6 +69,15 @@ def itl_per_token_s(record: RequestRecord) -> list[float]:
     return [gap / tokens_per_chunk for gap in itl_gaps_s(record)]
 
 
+def send_lag_ms(records: Iterable[RequestRecord]) -> dict[str, float] | None:
+    """How late the client sent scheduled requests: p50 and p99 of sent_s - scheduled_s in ms,
+    over the records that have a schedule; None when none has (a closed loop)."""
+    lags = sorted((r.sent_s - r.scheduled_s) * 1000.0 for r in records if r.scheduled_s is not None)
+    if not lags:
+        return None
+    return {"p50": percentile(lags, 50), "p99": percentile(lags, 99)}
+
+
 def compute_metrics(
     records: Sequence[RequestRecord],
     hit_time_cap: bool = False,
@@ -113,6 +122,7 @@ def compute_metrics(
         "content_chunks": sum(chunk_counts),
         "token_count_source": "usage" if set(sources) <= {"usage"} else dict(sources),
         "retries": sum(r.retries for r in measured),
+        "send_lag_ms": send_lag_ms(measured),
     }
     if slo:
         good = [r for r in done if _meets_slo(r, slo)]

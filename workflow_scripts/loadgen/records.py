@@ -14,7 +14,8 @@ INCOMPLETE = "incomplete"
 
 @dataclass
 class RequestRecord:
-    """Times are seconds; `sent_s` is relative to the run's start, the rest to `sent_s`.
+    """Times are seconds; `sent_s` and `scheduled_s` (the planned send time of scheduled arrivals,
+    None for a closed loop) are relative to the run's start, the rest to `sent_s`.
     `output`: the answer's text (its streamed `content`, never `reasoning_content`), set once the
     answer ended, whole or cut short by an error; None while it has not, or when the load keeps
     no text (`record_outputs` false)."""
@@ -24,6 +25,7 @@ class RequestRecord:
     status: str = INCOMPLETE
     warmup: bool = False
     sent_s: float = 0.0
+    scheduled_s: float | None = None
     ttft_s: float | None = None
     e2e_s: float | None = None
     chunk_times_s: list[float] = field(default_factory=list)
