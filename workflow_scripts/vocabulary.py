@@ -350,9 +350,9 @@ class CellMetrics(TypedDict, total=False):
     e2el_ms: Distribution
     itl_per_token_ms: Distribution
     tokens_per_chunk: Distribution
+    send_lag_ms: dict[str, float] | None  # p50, p99 of sent_s - scheduled_s; None: no schedule
     # memory, speculative decoding, the prefix cache, checks
     mem: MemoryFigures | None
-    send_lag_ms: dict[str, float] | None  # p50, p99 of sent_s - scheduled_s; None: no schedule
     gpu_note: str | None
     spec: SpecFigures | None
     prefix_cache_hit_pct: float | None  # prompt tokens served from the engine's prefix cache, %
