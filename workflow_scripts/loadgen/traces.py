@@ -1,0 +1,154 @@
+"""Arrival traces in published formats, read and validated, then cut to a window and scaled:
+Mooncake's JSONL (`timestamp` in ms, `input_length`, `output_length`, `hash_ids`: one id per
+512-token block) and BurstGPT's CSV (`Timestamp` in s, `Request tokens`, `Response tokens`; its
+other columns are ignored). Anything malformed is refused naming the file and the line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FORMATS = ("mooncake", "burstgpt")
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
+BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
+MOONCAKE_BLOCK_TOKENS = 512  # the tokens one of Mooncake's hash_ids stands for
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be replayed as written."""
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a trace: its 1-based line in the file, its time in seconds (on the
+    trace's own clock as read; from the window's start once `window` has placed it), its
+    lengths in tokens, and the prefix blocks it shares with others (empty: none known)."""
+
+    line: int
+    at_s: float
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...] = ()
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path}:{line}"
+
+
+def _length(value: Any, name: str, where: str, least: int, cell: bool = False) -> int:
+    """A whole number of tokens, at least `least`; a CSV `cell`'s text is read as one."""
+    if cell and isinstance(value, str):
+        text = value.strip()
+        value = int(text) if text.isdigit() else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceError(f"{where}: `{name}` must be a whole number of tokens, got {value!r}")
+    if value < least:
+        raise TraceError(f"{where}: `{name}` must be at least {least}, got {value}")
+    return value
+
+
+def _time(value: Any, name: str, where: str, cell: bool = False) -> float:
+    if cell and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TraceError(f"{where}: `{name}` must be a number, got {value!r}")
+    if value < 0:
+        raise TraceError(f"{where}: `{name}` is negative ({value})")
+    return float(value)
+
+
+def _mooncake(path: Path) -> list[TraceRequest]:
+    out = []
+    for line, text in enumerate(path.read_text().splitlines(), start=1):
+        if not text.strip():
+            continue
+        where = _where(path, line)
+        try:
+            row = json.loads(text)
+        except ValueError as exc:
+            raise TraceError(f"{where}: not JSON ({exc})") from exc
+        if not isinstance(row, dict):
+            raise TraceError(f"{where}: expected a JSON object")
+        missing = [key for key in MOONCAKE_KEYS if key not in row]
+        if missing:
+            raise TraceError(f"{where}: missing key(s) {', '.join(missing)}")
+        ids = row["hash_ids"]
+        if not isinstance(ids, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) for i in ids
+        ):
+            raise TraceError(f"{where}: `hash_ids` must be a list of whole numbers")
+        at_s = _time(row["timestamp"], "timestamp", where) / 1000.0
+        inputs = _length(row["input_length"], "input_length", where, 1)
+        outputs = _length(row["output_length"], "output_length", where, 1)
+        out.append(TraceRequest(line, at_s, inputs, outputs, tuple(ids)))
+    return out
+
+
+def _burstgpt(path: Path) -> list[TraceRequest]:
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in BURSTGPT_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceError(f"{_where(path, 1)}: missing column(s) {', '.join(missing)}")
+        out = []
+        for row in reader:
+            where = _where(path, reader.line_num)
+            at_s = _time(row["Timestamp"], "Timestamp", where, cell=True)
+            inputs = _length(row["Request tokens"], "Request tokens", where, 1, cell=True)
+            # BurstGPT marks a failed request with 0 response tokens: nothing to replay
+            outputs = _length(row["Response tokens"], "Response tokens", where, 1, cell=True)
+            out.append(TraceRequest(reader.line_num, at_s, inputs, outputs))
+    return out
+
+
+def read_trace(path: str | Path, fmt: str) -> list[TraceRequest]:
+    """Every request of the file, in its order; refused when a key or column is missing, a
+    length is not a whole number (or below 1), a time is negative or earlier than the line's
+    before it, or the file holds no request."""
+    if fmt not in FORMATS:
+        raise TraceError(f"unknown trace format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    path = Path(path)
+    requests = _mooncake(path) if fmt == "mooncake" else _burstgpt(path)
+    for before, after in zip(requests, requests[1:], strict=False):
+        if after.at_s < before.at_s:
+            raise TraceError(
+                f"{_where(path, after.line)}: time goes back ({after.at_s:g} s after "
+                f"{before.at_s:g} s on line {before.line}): a trace must be sorted by time"
+            )
+    if not requests:
+        raise TraceError(f"{path}: no request in the trace")
+    return requests
+
+
+def window(
+    requests: list[TraceRequest],
+    start_s: float = 0.0,
+    duration_s: float | None = None,
+    time_scale: float = 1.0,
+) -> list[TraceRequest]:
+    """The requests at `start_s` <= time < `start_s + duration_s` (None: to the end) on the
+    trace's own clock, each placed at (time - start_s) x `time_scale` from the run's start:
+    the schedule. Refused when the window holds no request."""
+    if start_s < 0 or (duration_s is not None and duration_s <= 0) or time_scale <= 0:
+        raise TraceError(
+            f"a window needs start_s >= 0, duration_s > 0 and time_scale > 0 "
+            f"(got {start_s}, {duration_s}, {time_scale})"
+        )
+    end = math.inf if duration_s is None else start_s + duration_s
+    kept = [
+        TraceRequest(
+            r.line, (r.at_s - start_s) * time_scale, r.input_length, r.output_length, r.hash_ids
+        )
+        for r in requests
+        if start_s <= r.at_s < end
+    ]
+    if not kept:
+        raise TraceError(f"no request of the trace lies in [{start_s} s, {end} s)")
+    return kept
