@@ -43,12 +43,16 @@ class DatasetSettings:
     input_len: int | None = None  # random: tokens per prompt
     output_len: int | None = None  # accepted by the schema; no loader reads it
     max_prompt_chars: int | None = None  # sharegpt, jsonl: only prompts this short (None: all)
+    conversations: bool | None = None  # sharegpt: replay whole conversations turn by turn
+    max_turns: int | None = None  # conversations: human turns each at most (None: all)
+    think_time_s: float | None = None  # conversations: between an answer and the next turn
 
     def to_dict(self) -> dict[str, Any]:
         """The config's mapping: `kind` and `shuffle_seed` (validation fills it in), the other
         keys where the config gives them."""
         out: dict[str, Any] = {"kind": self.kind, "shuffle_seed": self.shuffle_seed}
-        for name in ("package", "path", "input_len", "output_len", "max_prompt_chars"):
+        optional = ("package", "path", "input_len", "output_len", "max_prompt_chars")
+        for name in (*optional, "conversations", "max_turns", "think_time_s"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
@@ -77,12 +81,14 @@ class Workload:
     endpoint: str  # chat | completions
     api_key_env: str | None = None  # the variable whose key the client sends; None: the server's
     record_outputs: bool = True  # requests.jsonl keeps each answer's text (false: null)
+    shared_prefix: dict[str, int] | None = None  # {tokens, count}: a common prefix; None: none
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["dataset"] = self.dataset.to_dict()
-        if self.api_key_env is None:
-            del out["api_key_env"]  # as the config has it: absent, not null
+        for name in ("api_key_env", "shared_prefix"):
+            if out[name] is None:
+                del out[name]  # as the config has it: absent, not null
         return out
 
     @classmethod

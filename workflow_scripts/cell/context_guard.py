@@ -17,6 +17,7 @@ null` and drop nothing.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,12 +48,24 @@ class ContextGuardReport:
     longest_prompt_tokens: int | None = None
     skipped: list[dict[str, int]] = field(default_factory=list)  # {index, prompt_tokens}
     sizing: dict[str, Any] | None = None  # what `size` did before launch
+    # conversations only: {index, turns, kept} for each one cut at its last turn that fits
+    cut_conversations: list[dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.cut_conversations is None:
+            del out["cut_conversations"]  # a workload without conversations records as before
+        return out
 
     def enforce(self) -> None:
-        """Raise when the cell must not load: `fail` with any misfit, or nothing left to send."""
+        """Raise when the cell must not load: `fail` with any misfit (a conversation cut too),
+        or nothing left to send."""
+        if self.cut_conversations and self.policy == "fail":
+            raise ContextGuardError(
+                f"{len(self.cut_conversations)} conversations pass the per-slot context of "
+                f"{self.per_slot_context} tokens with max_tokens {self.max_tokens} before their "
+                "last turn; context_guard is 'fail'"
+            )
         if not self.skipped:
             return
         first = ", ".join(f"#{s['index']} ({s['prompt_tokens']} tok)" for s in self.skipped[:5])
@@ -67,15 +80,46 @@ class ContextGuardReport:
             raise ContextGuardError(f"{summary}; no prompt is left to send")
 
 
+def request_texts(prompt: Prompt) -> list[str]:
+    """The text each request of a prompt sends: the prompt, or each conversation turn's
+    messages' contents joined by blank lines. Counted as one user message, a turn's count
+    leaves out the template's markers between its messages (a few tokens each)."""
+    if prompt.conversation is None:
+        return [prompt.text]
+    turns = prompt.conversation.turn_messages()
+    return ["\n\n".join(m["content"] for m in messages) for messages in turns]
+
+
+def count_turns(
+    adapter: EngineAdapter, base_url: str, prompts: list[Prompt], endpoint: str
+) -> dict[int, list[int]]:
+    """Prompt index -> tokens the server will see for each of its requests, counted by the
+    server itself."""
+    flat = [(p.index, text) for p in prompts for text in request_texts(p)]
+    with ThreadPoolExecutor(COUNT_WORKERS) as pool:
+        counts = pool.map(lambda f: adapter.count_prompt_tokens(base_url, f[1], endpoint), flat)
+        out: dict[int, list[int]] = {p.index: [] for p in prompts}
+        for (index, _), n in zip(flat, counts, strict=True):
+            out[index].append(n)
+        return out
+
+
 def count_tokens(
     adapter: EngineAdapter, base_url: str, prompts: list[Prompt], endpoint: str
 ) -> dict[int, int]:
-    """Prompt index -> tokens the server will see for it, counted by the server itself."""
-    with ThreadPoolExecutor(COUNT_WORKERS) as pool:
-        counts = pool.map(
-            lambda p: adapter.count_prompt_tokens(base_url, p.text, endpoint), prompts
-        )
-        return {p.index: n for p, n in zip(prompts, counts, strict=True)}
+    """Prompt index -> tokens of its longest request (a conversation's: its last turn)."""
+    return {i: max(n) for i, n in count_turns(adapter, base_url, prompts, endpoint).items()}
+
+
+def fitting(prompt: Prompt, counts: list[int], room: int) -> Prompt | None:
+    """The prompt as it fits `room` tokens: whole, a conversation cut at its last turn that
+    fits, or None when even its first request does not."""
+    turns = sum(1 for _ in itertools.takewhile(lambda n: n <= room, counts))
+    if turns == len(counts):
+        return prompt
+    if turns == 0 or prompt.conversation is None:
+        return None
+    return dataclasses.replace(prompt, conversation=prompt.conversation.cut(turns))
 
 
 def guard_prompts(
@@ -99,15 +143,30 @@ def guard_prompts(
     )
     if per_slot is None:
         return list(prompts), report
-    counts = count_tokens(adapter, base_url, prompts, workload.endpoint)
+    turns = count_turns(adapter, base_url, prompts, workload.endpoint)
+    counts = {i: max(n) for i, n in turns.items()}
     report.checked = len(counts)
     report.longest_prompt_tokens = max(counts.values(), default=None)
+    talks = any(p.conversation is not None for p in prompts)
+    report.cut_conversations = [] if talks else None
     kept = []
     for prompt in prompts:
-        if counts[prompt.index] + max_tokens > per_slot:
-            report.skipped.append({"index": prompt.index, "prompt_tokens": counts[prompt.index]})
-        else:
-            kept.append(prompt)
+        fit = fitting(prompt, turns[prompt.index], per_slot - max_tokens)
+        if fit is None:
+            first = turns[prompt.index][0]  # a conversation's first turn, the least it sends
+            report.skipped.append({"index": prompt.index, "prompt_tokens": first})
+            continue
+        if fit is not prompt:
+            cut = {"index": prompt.index, "turns": prompt.requests, "kept": fit.requests}
+            report.cut_conversations.append(cut)
+        kept.append(fit)
+    if report.cut_conversations:  # said as the skipped ones are: the log and metrics.json
+        print(
+            f"context guard ({report.policy}): {len(report.cut_conversations)} of "
+            f"{report.checked} conversations cut at their last turn that fits the "
+            f"{per_slot}-token slot: {[c['index'] for c in report.cut_conversations][:20]}",
+            file=sys.stderr,
+        )
     if report.skipped:  # never silent: the cell log says it, metrics.json lists them
         print(
             f"context guard ({report.policy}): {len(report.skipped)} of {report.checked} prompts "

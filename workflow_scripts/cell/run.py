@@ -242,7 +242,7 @@ def load_prompts(cell: Cell) -> Dataset:
     """The workload's prompts, before anything starts (the loader reads the dataset as the config
     and the standalone client's flags spell it)."""
     workload = cell.workload_spec
-    return load_dataset(workload.dataset.to_dict(), workload.num_prompts)
+    return load_dataset(workload.dataset.to_dict(), workload.num_prompts, workload.shared_prefix)
 
 
 def dataset_facts(dataset: Dataset) -> CellMetrics:

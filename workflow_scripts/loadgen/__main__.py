@@ -88,11 +88,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
     p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")
     p.add_argument(
+        "--conversations",
+        action="store_true",
+        help="sharegpt, chat: replay whole conversations turn by turn, one session each",
+    )
+    p.add_argument("--max-turns", type=_positive_int, default=None, help="conversations: at most")
+    p.add_argument(
+        "--think-time-s", type=float, default=None, help="conversations: pause between turns"
+    )
+    p.add_argument(
         "--max-prompt-chars",
         type=int,
         default=None,
         help="sharegpt, jsonl: only prompts this short",
     )
+    p.add_argument(
+        "--shared-prefix-tokens",
+        type=_positive_int,
+        default=None,
+        help="put one of --shared-prefix-count ShareGPT texts of about this many tokens "
+        "(4 characters a token) before every prompt, round-robin",
+    )
+    p.add_argument("--shared-prefix-count", type=_positive_int, default=1)
     p.add_argument("--num-prompts", type=_positive_int, required=True)
     p.add_argument("--concurrency", type=_positive_int, required=True)
     p.add_argument(
@@ -170,9 +187,22 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
         spec["max_prompt_chars"] = args.max_prompt_chars
     if args.dataset == "random":
         spec["input_len"] = args.input_len
+    if args.conversations:
+        if args.dataset != "sharegpt" or args.endpoint != "chat":
+            raise DatasetError("--conversations: only with --dataset sharegpt and chat")
+        spec["conversations"] = True
+        for key in ("max_turns", "think_time_s"):
+            if getattr(args, key) is not None:
+                spec[key] = getattr(args, key)
+    elif args.max_turns is not None or args.think_time_s is not None:
+        raise DatasetError("--max-turns, --think-time-s: only with --conversations")
+    if args.think_time_s is not None and not args.think_time_s >= 0:
+        raise DatasetError(f"--think-time-s: expected 0 or more, got {args.think_time_s}")
     if args.dataset == "jsonl" and not args.dataset_path:
         raise DatasetError("--dataset jsonl needs --dataset-path")
-    return load_dataset(spec, args.num_prompts)
+    shared = args.shared_prefix_tokens
+    prefix = {"tokens": shared, "count": args.shared_prefix_count} if shared else None
+    return load_dataset(spec, args.num_prompts, prefix)
 
 
 def summary(

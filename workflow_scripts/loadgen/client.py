@@ -116,7 +116,7 @@ async def _measure(
         await part.ready()
         if options.on_measure_start is not None:
             await loop.run_in_executor(None, options.on_measure_start)
-        bar = Progress(len(prompts), options.progress, options.progress_label)
+        bar = Progress(sum(p.requests for p in prompts), options.progress, options.progress_label)
         bar.poll = part.poll
         bar_task = asyncio.create_task(bar.run())
         t0 = time.perf_counter()
@@ -131,7 +131,8 @@ async def _measure(
         part.close()
     records, capped = part.outcome()
     records.sort(key=lambda r: r.index)
-    not_started = len(prompts) - len(records)
+    started = {r.index if r.session is None else ("session", r.session) for r in records}
+    not_started = len(prompts) - len(started)
     return LoadResult(
         warm + records, capped or not_started > 0, not_started, started_at, time.time(), t0
     )

@@ -42,6 +42,28 @@ async def measured(
     arrivals = _arrival_offsets(len(prompts), spec.request_rate, spec.arrival_seed)
     records: list[RequestRecord] = []
     capped = False
+    firsts = [0]  # each position's first record index: a conversation's turns number on
+    for prompt in prompts[:-1]:
+        firsts.append(firsts[-1] + prompt.requests)
+
+    async def converse(link: Link, position: int) -> bool:
+        """A conversation's turns in order, each sent when the last one ended and its think
+        time passed; False when the cap stopped it."""
+        prompt = prompts[position]
+        for turn, messages in enumerate(prompt.conversation.turn_messages(), 1):
+            if turn > 1 and prompt.conversation.think_time_s:
+                await asyncio.sleep(prompt.conversation.think_time_s)
+            if deadline is not None and time.perf_counter() >= deadline:
+                return False
+            index = firsts[position] + turn - 1
+            record = RequestRecord(index, prompt.index, session=position, turn=turn)
+            records.append(record)
+            body = request_body(spec, prompt.text, messages)
+            await run_request(
+                link, spec, endpoint.request(spec.path, body, spec.api_key), record, t0
+            )
+            on_record(record)
+        return True
 
     async def worker() -> None:
         nonlocal capped
@@ -59,6 +81,11 @@ async def measured(
                 if deadline is not None and time.perf_counter() >= deadline:
                     capped = True
                     return
+                if prompts[position].conversation is not None:
+                    if not await converse(link, position):
+                        capped = True
+                        return
+                    continue
                 prompt = prompts[position]
                 record = RequestRecord(index=position, prompt_index=prompt.index)
                 if arrivals is not None:

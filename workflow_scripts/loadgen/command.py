@@ -26,6 +26,8 @@ DATASET_FLAGS = (
     ("input_len", "--input-len"),
     ("shuffle_seed", "--shuffle-seed"),
     ("max_prompt_chars", "--max-prompt-chars"),
+    ("max_turns", "--max-turns"),
+    ("think_time_s", "--think-time-s"),
 )
 
 
@@ -52,12 +54,17 @@ def client_argv(
         "--dataset",
         dataset.kind,
     ]
+    if dataset.conversations:
+        argv.append("--conversations")
     for key, flag in DATASET_FLAGS:
         if getattr(dataset, key) is not None:
             argv += [flag, _value(getattr(dataset, key))]
     for key in CLIENT_SETTINGS:
         if getattr(workload, key) is not None:
             argv += ["--" + key.replace("_", "-"), _value(getattr(workload, key))]
+    if workload.shared_prefix:
+        argv += ["--shared-prefix-tokens", str(workload.shared_prefix["tokens"])]
+        argv += ["--shared-prefix-count", str(workload.shared_prefix.get("count", 1))]
     if workload.ignore_eos:
         argv.append("--ignore-eos")
     if not workload.record_outputs:

@@ -3,6 +3,7 @@ synthetic, JSONL."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -31,12 +32,41 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
+class Conversation:
+    """A ShareGPT conversation replayed turn by turn: its `messages` as (role, content), from
+    its first human turn (`user`) on, the dataset's own answers (`assistant`) between, ending
+    with its last replayed human turn; `think_time_s` between an answer and the next turn."""
+
+    messages: tuple[tuple[str, str], ...]
+    think_time_s: float = 0.0
+
+    def turn_messages(self) -> list[list[dict[str, str]]]:
+        """Each turn's chat messages: the conversation up to and with its t-th human turn."""
+        ends = [i + 1 for i, (role, _) in enumerate(self.messages) if role == "user"]
+        return [
+            [{"role": role, "content": text} for role, text in self.messages[:end]] for end in ends
+        ]
+
+    def cut(self, turns: int) -> Conversation:
+        """The conversation up to and with its `turns`-th human turn."""
+        end = [i for i, (role, _) in enumerate(self.messages) if role == "user"][turns - 1] + 1
+        return Conversation(self.messages[:end], self.think_time_s)
+
+
+@dataclass(frozen=True)
 class Prompt:
-    """One prompt: its index in the dataset's selection order, and its text."""
+    """One prompt: its index in the dataset's selection order, and its text (a conversation's:
+    its first human turn, and the `conversation` itself)."""
 
     index: int
     text: str
     expected_output_len: int | None = None
+    conversation: Conversation | None = None
+
+    @property
+    def requests(self) -> int:
+        """Requests it sends: one, or one a turn."""
+        return len(self.conversation.turn_messages()) if self.conversation else 1
 
 
 @dataclass(frozen=True)
@@ -79,6 +109,34 @@ def sharegpt_first_human_turns(items) -> list[str]:
         if text:
             prompts.append(text)
     return prompts
+
+
+ROLES = {"human": "user", "gpt": "assistant"}
+
+
+def sharegpt_conversation(item, max_turns: int | None, think_time_s: float) -> Conversation:
+    """One ShareGPT item as a Conversation: its human and gpt turns from its first human one
+    (none if that one is empty, as `sharegpt_first_human_turns` skips it), empty and other
+    turns left out, at most `max_turns` human turns (None: all)."""
+    turns = [t for t in (item.get("conversations") if isinstance(item, dict) else None) or ()]
+    turns = [t for t in turns if isinstance(t, dict) and t.get("from") in ROLES]
+    first = next((i for i, t in enumerate(turns) if t["from"] == "human"), len(turns))
+    messages: list[tuple[str, str]] = []
+    humans = 0
+    for i, turn in enumerate(turns[first:]):
+        role, text = ROLES[turn["from"]], (turn.get("value") or "").strip()
+        if not text:
+            if i == 0:
+                break
+            continue
+        if role == "user":
+            if max_turns is not None and humans == max_turns:
+                break
+            humans += 1
+        messages.append((role, text))
+    while messages and messages[-1][0] == "assistant":  # its last answer is not replayed
+        messages.pop()
+    return Conversation(tuple(messages), think_time_s)
 
 
 def packaged_file(package: str, member: str) -> Path:
@@ -124,13 +182,21 @@ def load_sharegpt(
     num_prompts: int,
     shuffle_seed: int | None = None,
     max_prompt_chars: int | None = None,
+    conversations: tuple[int | None, float] | None = None,
 ) -> Dataset:
+    """The first human turns as prompts; with `conversations` (max_turns, think_time_s) each
+    prompt carries its whole conversation, replayed turn by turn."""
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     try:
         items = list(iter_json_array(text))
     except DatasetError as exc:
         raise DatasetError(f"{path}: ShareGPT file is {exc}") from None
     texts = sharegpt_first_human_turns(items)
+    if conversations is not None:
+        max_turns, think_time_s = conversations
+        talks = [sharegpt_conversation(item, max_turns, think_time_s) for item in items]
+        talks = [c for c in talks if c.messages]  # one a first human turn: as `texts`
+        assert [c.messages[0][1] for c in talks] == texts
     if not texts:
         raise DatasetError(
             f"{path}: no usable conversation ({len(items)} complete items parsed, none with a "
@@ -140,6 +206,10 @@ def load_sharegpt(
     if max_prompt_chars is not None:
         note += f", those of at most {max_prompt_chars} characters sent"
     chosen = _select(texts, num_prompts, shuffle_seed, max_prompt_chars)
+    if conversations is not None:
+        chosen = [dataclasses.replace(p, conversation=talks[p.index]) for p in chosen]
+        turns = sum(p.requests for p in chosen)
+        note += f"; {len(chosen)} conversations replayed turn by turn, {turns} turns in all"
     return Dataset(chosen, sha256_file(path), str(path), note)
 
 
@@ -178,9 +248,9 @@ def humaneval_prompt(problem_code: str) -> str:
     return f"{HUMANEVAL_INSTRUCTION}\n\n{problem_code}"
 
 
-def load_humaneval(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
-    """HumanEval's problems (`HumanEval.jsonl.gz`: one JSON object a line, its `prompt` the code
-    to complete), in file order unless shuffled; the sha256 is of the file as shipped."""
+def humaneval_texts(path: str | Path) -> list[str]:
+    """What each of HumanEval's problems sends (`HumanEval.jsonl.gz`: one JSON object a line,
+    its `prompt` the code to complete), in file order."""
     texts = []
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         for lineno, line in enumerate(handle, 1):
@@ -194,6 +264,13 @@ def load_humaneval(path: str | Path, num_prompts: int, shuffle_seed: int | None 
             if not isinstance(code, str) or not code.strip():
                 raise DatasetError(f"{path}:{lineno}: needs a non-empty 'prompt' string")
             texts.append(humaneval_prompt(code))
+    return texts
+
+
+def load_humaneval(path: str | Path, num_prompts: int, shuffle_seed: int | None = None) -> Dataset:
+    """HumanEval's problems in file order unless shuffled; the sha256 is of the file as
+    shipped."""
+    texts = humaneval_texts(path)
     note = f"{len(texts)} HumanEval problems, each sent as {HUMANEVAL_INSTRUCTION!r} and its code"
     chosen = _select(texts, num_prompts, shuffle_seed)
     return Dataset(chosen, sha256_file(path), str(path), note)
@@ -232,13 +309,86 @@ def load_random(num_prompts: int, input_len: int, seed: int | None = 0) -> Datas
     return Dataset(prompts, digest, f"random(input_len={input_len}, seed={seed})")
 
 
-def load_dataset(spec: dict[str, Any], num_prompts: int) -> Dataset:
-    """A workload's `dataset` mapping -> its prompts."""
+# A shared prefix's `tokens` counted as characters: about 4 of English text a token.
+PREFIX_CHARS_PER_TOKEN = 4
+
+
+def sharegpt_turn_texts(items) -> list[str]:
+    """Every non-empty turn's text (human and gpt alike), in file order."""
+    texts = []
+    for item in items:
+        turns = item.get("conversations") if isinstance(item, dict) else None
+        for turn in turns or ():
+            text = ((turn if isinstance(turn, dict) else {}).get("value") or "").strip()
+            if text:
+                texts.append(text)
+    return texts
+
+
+def shared_prefixes(texts: list[str], tokens: int, count: int) -> list[str]:
+    """`count` distinct prefixes of about `tokens` tokens (PREFIX_CHARS_PER_TOKEN characters a
+    token, cut back to a word's end), each of whole turns in file order, the next one starting
+    at the turn after the last one used."""
+    chars = tokens * PREFIX_CHARS_PER_TOKEN
+    prefixes, turns = [], iter(texts)
+    for _ in range(count):
+        parts: list[str] = []
+        while sum(len(t) + 2 for t in parts) < chars and (text := next(turns, None)) is not None:
+            parts.append(text)
+        joined = "\n\n".join(parts)
+        if len(joined) < chars:
+            raise DatasetError(
+                f"shared_prefix: the ShareGPT file holds too little text for {count} prefixes of "
+                f"{tokens} tokens ({len(prefixes)} made)"
+            )
+        head = joined[: chars + 1]
+        end = max(head.rfind(" "), head.rfind("\n"))
+        prefixes.append(head[:end].rstrip() if end > 0 else joined[:chars])
+    return prefixes
+
+
+def with_shared_prefix(
+    dataset: Dataset, spec: dict[str, Any], shared_prefix: dict[str, int]
+) -> Dataset:
+    """Prompt at position i sent after prefix i mod `count` and a blank line; the prefixes are
+    ShareGPT text (the workload's own ShareGPT file, else the default package's)."""
+    if any(p.conversation is not None for p in dataset.prompts):
+        raise DatasetError("shared_prefix: not with conversations (their turns carry history)")
+    tokens, count = int(shared_prefix["tokens"]), int(shared_prefix.get("count", 1))
+    if spec["kind"] == "sharegpt" and spec.get("path"):
+        path = Path(spec["path"])
+    else:
+        package = spec.get("package") if spec["kind"] == "sharegpt" else None
+        path = sharegpt_file(package or SHAREGPT_PACKAGE)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    prefixes = shared_prefixes(sharegpt_turn_texts(iter_json_array(text)), tokens, count)
+    prompts = [
+        Prompt(p.index, f"{prefixes[i % count]}\n\n{p.text}", p.expected_output_len)
+        for i, p in enumerate(dataset.prompts)
+    ]
+    note = (
+        f"{dataset.note}; " if dataset.note else ""
+    ) + f"each prompt after one of {count} shared prefixes of about {tokens} tokens, round-robin"
+    return dataclasses.replace(dataset, prompts=prompts, note=note)
+
+
+def load_dataset(
+    spec: dict[str, Any], num_prompts: int, shared_prefix: dict[str, int] | None = None
+) -> Dataset:
+    """A workload's `dataset` mapping (and `shared_prefix`, if any) -> its prompts."""
+    dataset = _load_kind(spec, num_prompts)
+    return with_shared_prefix(dataset, spec, shared_prefix) if shared_prefix else dataset
+
+
+def _load_kind(spec: dict[str, Any], num_prompts: int) -> Dataset:
     kind = spec["kind"]
     seed = spec.get("shuffle_seed")
     if kind == "sharegpt":
         path = spec.get("path") or sharegpt_file(spec.get("package", SHAREGPT_PACKAGE))
-        return load_sharegpt(path, num_prompts, seed, spec.get("max_prompt_chars"))
+        talks = None
+        if spec.get("conversations"):
+            talks = (spec.get("max_turns"), float(spec.get("think_time_s", 0.0)))
+        return load_sharegpt(path, num_prompts, seed, spec.get("max_prompt_chars"), talks)
     if kind == "humaneval":
         path = packaged_file(spec.get("package", HUMANEVAL_PACKAGE), HUMANEVAL_MEMBER)
         return load_humaneval(path, num_prompts, seed)

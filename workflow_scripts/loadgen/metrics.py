@@ -78,6 +78,32 @@ def send_lag_ms(records: Iterable[RequestRecord]) -> dict[str, float] | None:
     return {"p50": percentile(lags, 50), "p99": percentile(lags, 99)}
 
 
+def by_turn(measured: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
+    """Per conversation turn (records with a `turn`): its requests, the TTFT and TPOT of those
+    completed as the whole run's figures, and, where they carry llama.cpp timings, the prefix
+    cache's hit share as the llama.cpp adapter reckons a run's; None outside conversations."""
+    turns = sorted({r.turn for r in measured if r.turn is not None})
+    if not turns:
+        return None
+    from ..engines.registry import adapter_for  # only here: the plain load needs no engine
+
+    llamacpp = adapter_for("llamacpp")
+    rows = []
+    for turn in turns:
+        mine = [r for r in measured if r.turn == turn]
+        done = [r for r in mine if r.status == OK]
+        row: dict[str, Any] = {
+            "turn": turn,
+            "requests": len(mine),
+            "ttft_ms": summarize_ms(r.ttft_s for r in done if r.ttft_s is not None),
+            "tpot_ms": summarize_ms(t for r in done if (t := tpot_s(r)) is not None),
+        }
+        if any(r.timings for r in done):
+            row["prefix_cache_hit_pct"] = llamacpp.prefix_cache_hit_pct(done, None, None)
+        rows.append(row)
+    return rows
+
+
 def compute_metrics(
     records: Sequence[RequestRecord],
     hit_time_cap: bool = False,
@@ -114,6 +140,7 @@ def compute_metrics(
         "itl_ms": summarize_ms(gaps),
         "itl_per_token_ms": summarize_ms(g for r in done for g in itl_per_token_s(r)),
         "e2el_ms": summarize_ms(r.e2e_s for r in done if r.e2e_s is not None),
+        "by_turn": by_turn(measured),
         "tokens_per_chunk": summarize(
             r.completion_tokens / r.content_chunks
             for r in done

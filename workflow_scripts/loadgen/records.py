@@ -40,6 +40,8 @@ class RequestRecord:
     output: str | None = None
     timings: dict[str, Any] | None = None  # llama.cpp's per-response timings
     spec_details: dict[str, Any] | None = None  # SGLang's sglext.spec_tokens_details
+    session: int | None = None  # a conversation's position in the run; None outside them
+    turn: int | None = None  # its turn, from 1; None outside conversations
 
     @property
     def content_chunks(self) -> int:

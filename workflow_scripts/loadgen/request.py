@@ -12,7 +12,13 @@ from .settings import LoadSettings
 from .wire import Connection, Endpoint
 
 
-def request_body(spec: LoadSettings, prompt_text: str) -> dict[str, Any]:
+def request_body(
+    spec: LoadSettings,
+    prompt_text: str,
+    messages: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """The request for one prompt; `messages` (a conversation's turn, chat only) replace the
+    one user message of `prompt_text`."""
     body: dict[str, Any] = {
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -22,7 +28,7 @@ def request_body(spec: LoadSettings, prompt_text: str) -> dict[str, Any]:
     if spec.model:
         body["model"] = spec.model
     if spec.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt_text}]
+        body["messages"] = messages or [{"role": "user", "content": prompt_text}]
     else:
         body["prompt"] = prompt_text
     if spec.ignore_eos:
