@@ -32,16 +32,25 @@ class Status(StrEnum):
 NO_DRAFTER = "none"  # the drafter name of a cell without speculative decoding
 
 
+# A trace dataset's own keys (`workloads.<name>.dataset`, kind trace).
+TRACE = ("format", "content", "time_scale", "start_s", "duration_s")
+
+
 @dataclass(frozen=True)
 class DatasetSettings:
     """Where a workload's prompts come from (`workloads.<name>.dataset`)."""
 
-    kind: str  # sharegpt | humaneval | random | jsonl
+    kind: str  # sharegpt | humaneval | random | jsonl | trace
     shuffle_seed: int | None = None  # None: the file's own order
     package: str | None = None  # sharegpt, humaneval: the registry package that ships the file
     path: str | None = None  # a jsonl file, or a sharegpt file of one's own
     input_len: int | None = None  # random: tokens per prompt
     output_len: int | None = None  # accepted by the schema; no loader reads it
+    format: str | None = None  # trace: mooncake | burstgpt
+    content: str | None = None  # trace: sharegpt | humaneval (None: sharegpt)
+    time_scale: float | None = None  # trace: multiplies its gaps (None: 1)
+    start_s: float | None = None  # trace: the window's start on its clock (None: 0)
+    duration_s: float | None = None  # trace: the window's length (None: to the end)
     max_prompt_chars: int | None = None  # sharegpt, jsonl: only prompts this short (None: all)
     conversations: bool | None = None  # sharegpt: replay whole conversations turn by turn
     max_turns: int | None = None  # conversations: human turns each at most (None: all)
@@ -51,7 +60,7 @@ class DatasetSettings:
         """The config's mapping: `kind` and `shuffle_seed` (validation fills it in), the other
         keys where the config gives them."""
         out: dict[str, Any] = {"kind": self.kind, "shuffle_seed": self.shuffle_seed}
-        optional = ("package", "path", "input_len", "output_len", "max_prompt_chars")
+        optional = ("package", "path", "input_len", "output_len", "max_prompt_chars", *TRACE)
         for name in (*optional, "conversations", "max_turns", "think_time_s"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)

@@ -56,6 +56,10 @@ def check_workload(name: str, workload: dict[str, Any]) -> None:
             raise ConfigError(
                 f"config key '{where}.{scaled}': beside a fixed {fixed}; give one of them"
             )
+    if workload.get("dataset", {}).get("kind") == "trace":
+        for key, why in (("request_rate", "arrivals"), ("shared_prefix", "prompts")):
+            if workload.get(key):
+                raise ConfigError(f"config key '{where}.{key}': a trace's {why} are its own")
     if "num_prompts" not in workload and "num_prompts_per_concurrency" not in workload:
         raise ConfigError(
             f"config key '{where}.num_prompts': missing (or give num_prompts_per_concurrency)"

@@ -82,9 +82,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--base-url", required=True, type=_base_url, help="server root, e.g. http://127.0.0.1:8080"
     )
     p.add_argument(
-        "--dataset", choices=["sharegpt", "humaneval", "random", "jsonl"], default="sharegpt"
+        "--dataset",
+        choices=["sharegpt", "humaneval", "random", "jsonl", "trace"],
+        default="sharegpt",
     )
-    p.add_argument("--dataset-path", help="the ShareGPT JSON or JSONL file (sharegpt: cached)")
+    p.add_argument(
+        "--dataset-path", help="the ShareGPT JSON, JSONL or trace file (sharegpt: cached)"
+    )
+    p.add_argument("--trace-format", choices=["mooncake", "burstgpt"], help="trace: its format")
+    p.add_argument(
+        "--trace-content",
+        choices=["sharegpt", "humaneval"],
+        default="sharegpt",
+        help="trace: the real text its prompts are cut from",
+    )
+    p.add_argument("--time-scale", type=_positive_float, default=1.0, help="trace: x gaps")
+    p.add_argument("--start-s", type=float, default=0.0, help="trace: window start, s")
+    p.add_argument("--duration-s", type=_positive_float, default=None, help="trace: window")
     p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
     p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")
     p.add_argument(
@@ -200,6 +214,14 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
         raise DatasetError(f"--think-time-s: expected 0 or more, got {args.think_time_s}")
     if args.dataset == "jsonl" and not args.dataset_path:
         raise DatasetError("--dataset jsonl needs --dataset-path")
+    if args.dataset == "trace":
+        if not args.dataset_path or not args.trace_format or args.request_rate:
+            raise DatasetError(
+                "--dataset trace needs --dataset-path and --trace-format, and takes its "
+                "arrivals from the trace (no --request-rate)"
+            )
+        spec.update(format=args.trace_format, content=args.trace_content)
+        spec.update(time_scale=args.time_scale, start_s=args.start_s, duration_s=args.duration_s)
     shared = args.shared_prefix_tokens
     prefix = {"tokens": shared, "count": args.shared_prefix_count} if shared else None
     return load_dataset(spec, args.num_prompts, prefix)

@@ -27,6 +27,14 @@ def _arrival_offsets(count: int, rate: float | None, seed: int) -> list[float] |
     return offsets
 
 
+def schedule(prompts: list[Prompt], spec: LoadSettings) -> list[float] | None:
+    """Each position's planned send time from the run's start: a trace's own (its prompts'
+    `at_s`), else Poisson arrivals at `request_rate`, else None (a closed loop)."""
+    if prompts and prompts[0].at_s is not None:
+        return [p.at_s for p in prompts]
+    return _arrival_offsets(len(prompts), spec.request_rate, spec.arrival_seed)
+
+
 async def measured(
     spec: LoadSettings,
     prompts: list[Prompt],
@@ -39,7 +47,7 @@ async def measured(
     left or the cap is reached; in-flight requests are cancelled `grace_s` after the cap."""
     endpoint = Endpoint.from_base_url(spec.base_url)
     deadline = t0 + spec.max_seconds if spec.max_seconds else None
-    arrivals = _arrival_offsets(len(prompts), spec.request_rate, spec.arrival_seed)
+    arrivals = schedule(prompts, spec)
     records: list[RequestRecord] = []
     capped = False
     firsts = [0]  # each position's first record index: a conversation's turns number on
@@ -91,7 +99,7 @@ async def measured(
                 if arrivals is not None:
                     record.scheduled_s = arrivals[position]
                 records.append(record)
-                body = request_body(spec, prompt.text)
+                body = request_body(spec, prompt.text, max_tokens=prompt.max_tokens)
                 await run_request(
                     link, spec, endpoint.request(spec.path, body, spec.api_key), record, t0
                 )

