@@ -4,10 +4,11 @@ Packages, top to bottom (each imports only from those below it): `entry` (the ru
 `outputs` (tables, cards, figures, the report), `cell` (the run of one cell), `config` (the
 config to cells), `fidelity` (output fidelity: which cell is compared with which, greedy
 agreement and its floor, goals, llama-perplexity's KL divergence), `slo` (latency goals and the
-search's planner), `engines` (one adapter per engine kind), `weights` (weights fetched, made or derived), `loadgen` (the load generator),
-`process` (a server process, ports, memory). Above them all, `dag` builds the DAG of a config
-and `rule_jobs` hands the rules what they ask of it (each rule's outputs, its per-job
-functions); `plan` and `compare` are the `python -m` CLIs. Leaves: `vocabulary` (the words
-every package shares), `job_functions` (a per-job function's signature given to Snakemake
-once), `venv`, `registry_fetch`, `atomic`, `paths`, `text`, `redact`, `terminal`, `exits`.
+search's planner), `engines` (one adapter per engine kind), `weights` (weights fetched, made or
+derived), `loadgen` (the load generator), `process` (a server process, ports, memory). Above
+them all, `dag` builds the DAG of a config and `rule_jobs` hands the rules what they ask of it
+(each rule's outputs, its per-job functions); `plan` and `compare` are the `python -m` CLIs.
+Leaves: `vocabulary` (the words every package shares), `job_functions` (a per-job function's
+signature given to Snakemake once), `venv`, `registry_fetch`, `atomic`, `paths`, `text`,
+`redact`, `terminal`, `exits`.
 """

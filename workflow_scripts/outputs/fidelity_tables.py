@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..atomic import write_text
 from ..fidelity.agreement import Agreement, compare_outputs, judge_pair
 from ..fidelity.goals import NOT_MEASURED, FidelityFigures, FidelityGoal, judge
 from ..fidelity.pairs import (
@@ -31,7 +32,7 @@ from ..fidelity.pairs import (
 from ..text import first_line
 from ..vocabulary import Cell, Status
 from .report_html import write_tables_html
-from .writers import write_table
+from .writers import to_markdown
 
 # A GGUF quant's llama-perplexity figures (fidelity/<model>__<quant>.json), by their names there.
 KLD_COLUMNS = (
@@ -278,6 +279,44 @@ def fidelity_table(
     return pd.DataFrame(rows, columns=FIDELITY_COLUMNS)
 
 
+def _figure(row: Mapping[str, Any], key: str, digits: int, unit: str = "") -> str:
+    """`value ± err` (the tool's standard error where it gives one), digits after the point."""
+    value, err = _num(row.get(key)), _num(row.get(f"{key}_err"))
+    if value is None:
+        return ""
+    return f"{value:.{digits}f}" + (f" ± {err:.{digits}f}" if err is not None else "") + unit
+
+
+def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
+    """fidelity.md's columns, as text: the id parts that differ from the reference, the share
+    identical with its interval, the floor, the first divergence, the verdict, the KL figures
+    at their own precision (a q8_0's KL mean is about 0.003) and the goal's verdict."""
+    rows = []
+    for row in table.to_dict("records"):
+        identical = _num(row["identical_pct"])
+        lo, hi = _num(row["identical_lo_pct"]), _num(row["identical_hi_pct"])
+        floor = _num(row["floor_identical_pct"])
+        first = _num(row["first_divergence_median"])
+        rows.append(
+            {
+                "cell": row["cell"],
+                "kind": row["kind"],
+                "against": row["reference_cell"],
+                "prompts": "" if row["prompts_compared"] is None else row["prompts_compared"],
+                "identical %": "" if identical is None else f"{identical:.1f} [{lo:.1f}, {hi:.1f}]",
+                "floor %": "" if floor is None else f"{floor:.1f}",
+                "first diff (chars)": "" if first is None else f"{first:g}",
+                "verdict": row["verdict"],
+                "KL mean": _figure(row, "kld_mean", 4) or (row.get("kld_note") or ""),
+                "KL p99": _figure(row, "kld_p99", 4),
+                "same top %": _figure(row, "same_top_pct", 2),
+                "PPL": _figure(row, "perplexity", 3),
+                "goal": row.get("goal_verdict") or "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def _dominated(point: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> bool:
     return any(
         o["decode_tok_s"] >= point["decode_tok_s"]
@@ -358,22 +397,21 @@ def write_fidelity(
 
     all_metrics, records = load_indexed(files)
     table = fidelity_table(cells, all_metrics, records, read_kld(kld_paths), settings)
-    write_table(table, out["fidelity_csv"], out["fidelity_md"], "Output fidelity", FIDELITY_INTRO)
+    write_text(out["fidelity_csv"], table.to_csv(index=False))
+    write_text(
+        out["fidelity_md"], to_markdown(fidelity_view(table), "Output fidelity", FIDELITY_INTRO)
+    )
     metrics = {m["cell"]: m for m in all_metrics}
     points = frontier_points(table, metrics, {c.id: c for c in cells})
     frontier = frontier_table(points)
-    write_table(
-        frontier,
-        out["fidelity_frontier_csv"],
-        out["fidelity_frontier_md"],
-        FRONTIER_TITLE,
-        FRONTIER_INTRO,
-    )
+    write_text(out["fidelity_frontier_csv"], frontier.to_csv(index=False))
+    shown = frontier.assign(loss=[f"{v:.4g}" for v in frontier["loss"]])
+    write_text(out["fidelity_frontier_md"], to_markdown(shown, FRONTIER_TITLE, FRONTIER_INTRO))
     write_tables_html(
         out["fidelity_html"],
         "Output fidelity",
         [
-            ("Each compared cell against its reference", table, FIDELITY_INTRO),
+            ("Each compared cell against its reference", fidelity_view(table), FIDELITY_INTRO),
             (FRONTIER_TITLE, frontier, FRONTIER_INTRO),
         ],
     )

@@ -1,9 +1,10 @@
 """One result card per cell, generated from the config's cell and its metrics.json (never typed
 by hand): model facts, measured results with how each was measured, published reference figures
-beside them, spec-decode acceptance, the full server and client commands, provenance, plots,
-notes and tags. A card is data (`model`) built from its parts (`configuration`, `measured`,
-`provenance`, its outputs against its reference's in `fidelity`, put in order by `build`), rendered twice (`render`: Markdown beside the results,
-a self-contained HTML page for the Snakemake report) and written by the card rule (`files`)."""
+beside them, spec-decode acceptance, its outputs against its reference's, the full server and
+client commands, provenance, plots, notes and tags. A card is data (`model`) built from its
+parts (`configuration`, `measured`, `provenance`, `fidelity`, put in order by `build`), rendered
+twice (`render`: Markdown beside the results, a self-contained HTML page for the Snakemake
+report) and written by the card rule (`files`)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ from ..record_index import files_of
 from .model import Section, fmt
 
 NOT_RECORDED_NOTE = "Outputs were not recorded (`record_outputs: false`): nothing to compare."
-CHANGED_NOTE = (
+DIFFERS_NOTE = "Its greedy outputs differ from its reference's beyond the noise floor."
+CHANGED_NOTE = (  # a drafter's, in the card's notes
     "Its greedy outputs differ from its base's beyond the noise floor: the speed-up is not a "
     "free one (Fidelity, summary/fidelity.md)."
 )
@@ -141,5 +142,5 @@ def fidelity_section(data: CardFidelity) -> Section:
             ("Perplexity", _plus_minus(data.kld, "perplexity", 3), "on the fixed text"),
         ]
     header = ("Figure", "Value", "How")
-    paragraphs = [CHANGED_NOTE] if data.outputs_changed else []
+    paragraphs = [DIFFERS_NOTE] if data.outputs_changed else []
     return Section("Fidelity", header, rows, paragraphs=[*paragraphs, *data.goal_lines])
