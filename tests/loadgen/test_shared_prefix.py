@@ -112,3 +112,11 @@ def test_a_bad_shared_prefix_is_refused_naming_the_key(value, expected):
         build_cells(configured("shared_prefix", value))
     message = str(error.value)
     assert "workloads.c4" in message and expected in message, message
+
+
+def test_a_config_asking_for_a_shared_prefix_on_conversations_is_refused_before_anything_runs():
+    config = default_config()
+    config["workloads"]["c4"]["dataset"]["conversations"] = True
+    config["workloads"]["c4"]["shared_prefix"] = {"tokens": 64}
+    with pytest.raises(ConfigError, match=r"workloads\.c4\.shared_prefix': not with conversations"):
+        build_cells(validate_config(config))

@@ -60,6 +60,11 @@ def check_workload(name: str, workload: dict[str, Any]) -> None:
         for key, why in (("request_rate", "arrivals"), ("shared_prefix", "prompts")):
             if workload.get(key):
                 raise ConfigError(f"config key '{where}.{key}': a trace's {why} are its own")
+    if workload.get("shared_prefix") and workload.get("dataset", {}).get("conversations"):
+        raise ConfigError(
+            f"config key '{where}.shared_prefix': not with conversations (their turns carry "
+            "their own history)"
+        )
     if "num_prompts" not in workload and "num_prompts_per_concurrency" not in workload:
         raise ConfigError(
             f"config key '{where}.num_prompts': missing (or give num_prompts_per_concurrency)"

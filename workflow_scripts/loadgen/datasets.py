@@ -199,7 +199,8 @@ def load_sharegpt(
         max_turns, think_time_s = conversations
         talks = [sharegpt_conversation(item, max_turns, think_time_s) for item in items]
         talks = [c for c in talks if c.messages]  # one a first human turn: as `texts`
-        assert [c.messages[0][1] for c in talks] == texts
+        if [c.messages[0][1] for c in talks] != texts:
+            raise DatasetError(f"{path}: its conversations do not line up with their first turns")
     if not texts:
         raise DatasetError(
             f"{path}: no usable conversation ({len(items)} complete items parsed, none with a "
