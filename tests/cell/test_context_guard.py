@@ -103,6 +103,21 @@ def test_skip_drops_exactly_what_the_server_would_refuse(gguf, tmp_path):
     assert left_behind(gguf) == []
 
 
+def test_a_trace_request_needs_room_for_its_own_answer(gguf, tmp_path):
+    """A trace's prompt carries its own max_tokens (its output length): the guard keeps room
+    for that answer, not the workload's."""
+    cell = guard_cell(gguf, "skip")
+    adapter = adapter_for("llamacpp")
+    short = PROMPTS[0]
+    own = [Prompt(0, short.text, max_tokens=8), Prompt(1, short.text, max_tokens=250)]
+    with Served(cell, tmp_path / "server.log") as url:
+        count = adapter.count_prompt_tokens(url, short.text, "chat")
+        assert count + MAX_TOKENS <= 256 < count + 250  # only its own answer cannot fit
+        kept, report = guard_prompts(cell, adapter, url, own)
+    assert [p.index for p in kept] == [0]
+    assert report.skipped == [{"index": 1, "prompt_tokens": count}]
+
+
 def test_fail_stops_the_cell_before_load(gguf, tmp_path):
     cell = guard_cell(gguf, "fail")
     with Served(cell, tmp_path / "server.log") as url:

@@ -122,6 +122,12 @@ def fitting(prompt: Prompt, counts: list[int], room: int) -> Prompt | None:
     return dataclasses.replace(prompt, conversation=prompt.conversation.cut(turns))
 
 
+def answer_room(prompt: Prompt, max_tokens: int) -> int:
+    """The tokens a prompt's answer may take: its own `max_tokens` (a trace request's output
+    length), else the load's."""
+    return prompt.max_tokens or max_tokens
+
+
 def guard_prompts(
     cell: Cell,
     adapter: EngineAdapter,
@@ -151,7 +157,7 @@ def guard_prompts(
     report.cut_conversations = [] if talks else None
     kept = []
     for prompt in prompts:
-        fit = fitting(prompt, turns[prompt.index], per_slot - max_tokens)
+        fit = fitting(prompt, turns[prompt.index], per_slot - answer_room(prompt, max_tokens))
         if fit is None:
             first = turns[prompt.index][0]  # a conversation's first turn, the least it sends
             report.skipped.append({"index": prompt.index, "prompt_tokens": first})
@@ -201,7 +207,7 @@ def size_before_launch(
     log_path: Path,
 ) -> tuple[Cell, dict[str, Any] | None]:
     """Count the prompts with a tokenizer-only server of the same engine and weights, then give
-    every slot room for the longest prompt + max_tokens. Returns the sized cell and a record."""
+    every slot room for the longest prompt + its answer. Returns the sized cell and a record."""
     if not adapter.splits_context:
         return cell, None  # every sequence gets the whole context: nothing to size
     counting = with_settings(cell, adapter.tokenizer_only_settings(cell), drop_drafter=True)
@@ -214,7 +220,8 @@ def size_before_launch(
         trained = adapter.trained_context(launch.base_url)
     command = launch.command
     longest = max(counts.values(), default=0)
-    needed = longest + cell.workload_spec.max_tokens
+    answer = cell.workload_spec.max_tokens
+    needed = max((counts[p.index] + answer_room(p, answer) for p in prompts), default=answer)
     per_slot = min(needed, trained) if trained else needed
     settings = adapter.sized_settings(cell, per_slot)
     record = {
