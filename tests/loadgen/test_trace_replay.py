@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.sweeps.law import SERVER, Law
+from tests.fixtures.sweeps.law import SERVER, Law, chat_text
 from tests.support.config import default_config, setter
 from tests.support.engines import left_behind
 from workflow_scripts.config.matrix import build_cells, validate_config
@@ -130,11 +130,15 @@ def test_a_length_no_content_reaches_or_blocks_that_do_not_cover_it_are_refused(
         trace_texts(read_trace(path, "mooncake"), code, TOKENS_PER_CHAR["humaneval"], path)
 
 
+FAST = Law(step_ms=1, step_per_stream_ms=0.1)
+SLOTS = 8
+
+
 @contextlib.contextmanager
-def law_server(log_dir) -> Iterator[str]:
+def law_server(log_dir, law: Law = FAST) -> Iterator[str]:
     port = free_port()
-    argv = [sys.executable, str(SERVER), *Law(step_ms=1, step_per_stream_ms=0.1).argv(False)]
-    argv += ["--port", str(port), "--parallel", "8", "-c", "8192"]
+    argv = [sys.executable, str(SERVER), *law.argv(False)]
+    argv += ["--port", str(port), "--parallel", str(SLOTS), "-c", "8192"]
     server = ServerProcess(argv, log_dir / f"law-{port}.log")
     with running(server):
         url = f"http://127.0.0.1:{port}"
@@ -237,3 +241,22 @@ def test_the_standalone_client_refuses_a_trace_without_its_file_format_or_with_a
     args = parse_args(base + ["--dataset-path", str(MOONCAKE), "--trace-format", "mooncake"])
     args.trace_content = "humaneval"
     assert len(dataset_from_args(args).prompts) == 5
+
+
+def test_shared_blocks_reach_the_servers_prefix_cache_as_shared_text(tmp_path):
+    """One request in flight at a time, so the stand-in's closed form (law.prompt_cache) gives
+    each request's cached tokens: those sharing a trace's first blocks with an earlier one hit."""
+    law = Law(step_ms=1, step_per_stream_ms=0.1, prefix_cache=True)
+    spec = {"kind": "trace", "format": "mooncake", "path": str(MOONCAKE), "content": "humaneval"}
+    prompts = load_dataset({**spec, "time_scale": 2.0}, 12).prompts
+    with law_server(tmp_path, law) as url:
+        settings = LoadSettings(base_url=url, concurrency=1, max_tokens=64, warmup_requests=0)
+        load = run_load(settings, prompts, RunOptions(progress=False))
+    expected = law.prompt_cache([chat_text([p.text]) for p in prompts], slots=SLOTS)
+    assert [r.timings["cache_n"] for r in load.records] == [e.cache_n for e in expected]
+    requests = read_trace(MOONCAKE, "mooncake")
+    seen: set[int] = set()
+    words = 100  # far fewer than a 512-token block's words, far more than the chat template's
+    for request, record in zip(requests, load.records, strict=True):
+        assert (record.timings["cache_n"] > words) == (request.hash_ids[0] in seen)
+        seen.update(request.hash_ids)
