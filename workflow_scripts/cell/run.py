@@ -387,7 +387,9 @@ def measured(
     load = kept.load
     records = load.records
     figures: CellMetrics = {
-        **compute_metrics(records, hit_time_cap=load.hit_time_cap),
+        **compute_metrics(
+            records, hit_time_cap=load.hit_time_cap, turn_hit_pct=window.adapter.turn_hit_pct
+        ),
         "not_started": load.not_started,
         "load": spec.public(),
         "client_command": client_argv(

@@ -202,6 +202,11 @@ class EngineAdapter:
         read `before` and `after` the run (None where it did not answer). None: not reported."""
         return None
 
+    def turn_hit_pct(self, records: Sequence[RequestRecord]) -> float | None:
+        """One conversation turn's hit rate from its completed requests' own figures (llama.cpp's
+        timings): counters read at the run's edges cannot be split by turn."""
+        return self.prefix_cache_hit_pct(records, None, None)
+
     def parse_version(self, document: Any) -> str | None:
         """The engine version from the JSON at `version_path`."""
         return None

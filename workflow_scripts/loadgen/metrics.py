@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .records import ERROR, INCOMPLETE, OK, RequestRecord
@@ -78,16 +78,17 @@ def send_lag_ms(records: Iterable[RequestRecord]) -> dict[str, float] | None:
     return {"p50": percentile(lags, 50), "p99": percentile(lags, 99)}
 
 
-def by_turn(measured: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
+def by_turn(
+    measured: Sequence[RequestRecord],
+    hit_pct: Callable[[Sequence[RequestRecord]], float | None] | None = None,
+) -> list[dict[str, Any]] | None:
     """Per conversation turn (records with a `turn`): its requests, the TTFT and TPOT of those
-    completed as the whole run's figures, and, where they carry llama.cpp timings, the prefix
-    cache's hit share as the llama.cpp adapter reckons a run's; None outside conversations."""
+    completed as the whole run's figures, and the prefix cache's hit share of its completed
+    requests where `hit_pct` (the engine's reading of per-response figures) gives one; None
+    outside conversations."""
     turns = sorted({r.turn for r in measured if r.turn is not None})
     if not turns:
         return None
-    from ..engines.registry import adapter_for  # only here: the plain load needs no engine
-
-    llamacpp = adapter_for("llamacpp")
     rows = []
     for turn in turns:
         mine = [r for r in measured if r.turn == turn]
@@ -98,8 +99,8 @@ def by_turn(measured: Sequence[RequestRecord]) -> list[dict[str, Any]] | None:
             "ttft_ms": summarize_ms(r.ttft_s for r in done if r.ttft_s is not None),
             "tpot_ms": summarize_ms(t for r in done if (t := tpot_s(r)) is not None),
         }
-        if any(r.timings for r in done):
-            row["prefix_cache_hit_pct"] = llamacpp.prefix_cache_hit_pct(done, None, None)
+        if hit_pct is not None and (hit := hit_pct(done)) is not None:
+            row["prefix_cache_hit_pct"] = hit
         rows.append(row)
     return rows
 
@@ -108,8 +109,10 @@ def compute_metrics(
     records: Sequence[RequestRecord],
     hit_time_cap: bool = False,
     slo: dict[str, float] | None = None,
+    turn_hit_pct: Callable[[Sequence[RequestRecord]], float | None] | None = None,
 ) -> dict[str, Any]:
-    """The measured part of a run (warmup excluded) -> counts, rates and latency summaries."""
+    """The measured part of a run (warmup excluded) -> counts, rates and latency summaries;
+    `turn_hit_pct` reads a conversation turn's prefix-cache hit share (`by_turn`)."""
     measured = [r for r in records if not r.warmup]
     done = [r for r in measured if r.status == OK]
     errors = [r for r in measured if r.status == ERROR]
@@ -140,7 +143,7 @@ def compute_metrics(
         "itl_ms": summarize_ms(gaps),
         "itl_per_token_ms": summarize_ms(g for r in done for g in itl_per_token_s(r)),
         "e2el_ms": summarize_ms(r.e2e_s for r in done if r.e2e_s is not None),
-        "by_turn": by_turn(measured),
+        "by_turn": by_turn(measured, turn_hit_pct),
         "tokens_per_chunk": summarize(
             r.completion_tokens / r.content_chunks
             for r in done
