@@ -3,6 +3,7 @@ is known by construction (no server: the outputs are written here)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from tests.support.config import default_config
@@ -14,6 +15,7 @@ from workflow_scripts.outputs.fidelity_tables import (
     frontier_points,
     frontier_table,
 )
+from workflow_scripts.outputs.front_page import answers_html
 
 SMOL = "smollm2-135m__llamacpp-cpu"
 F16, Q8, Q4 = (f"{SMOL}__{q}__none__c4" for q in ("f16", "q8_0", "q4_0"))
@@ -100,3 +102,25 @@ def test_outputs_not_recorded_say_so_and_judge_nothing(matrix):
 
 def pd_isna(value) -> bool:
     return value is None or value != value
+
+
+def test_the_front_page_answers_with_the_frontier_and_leaves_out_an_empty_one(tmp_path):
+    """The fastest quant within the goal, with its figure; no section at all where no quant was
+    compared (a matrix that compares only drafters)."""
+    columns = ["model", "cell", "engine", "workload", "quant", "decode_tok_s", "measure"]
+    rows = [
+        ["m", "c1", "e", "w", "f16", 50.0, "kld_mean", 0.0, "pass", ""],
+        ["m", "c2", "e", "w", "q8_0", 60.0, "kld_mean", 0.003, "pass", "fastest within the goal"],
+    ]
+    frontier = pd.DataFrame(rows, columns=[*columns, "loss", "goal_verdict", "answer"])
+    (tmp_path / "fidelity_frontier.csv").write_text(frontier.to_csv(index=False))
+    (tmp_path / "fidelity.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    shown = answers_html([str(tmp_path / "fidelity_frontier.csv"), str(tmp_path / "fidelity.png")])
+    html = "\n".join(shown)
+    assert "<h2>Output fidelity</h2>" in html and "fastest within the goal" in html
+    assert html.count("data:image/png;base64,") == 1
+    frontier.iloc[:0].to_csv(tmp_path / "fidelity_frontier.csv", index=False)
+    assert (
+        answers_html([str(tmp_path / "fidelity_frontier.csv"), str(tmp_path / "fidelity.png")])
+        == []
+    )

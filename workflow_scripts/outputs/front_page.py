@@ -80,6 +80,7 @@ ANSWER_TABLES = {
         ("model", "engine", "workload", "quant", "decode_tok_s", "measure", "loss", "answer"),
         (),
         numbers=("decode_tok_s", "loss"),
+        figures_of_rows=("fidelity",),
     ),
 }
 
@@ -104,7 +105,8 @@ def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
 def answers_html(answers: Sequence[str]) -> list[str]:
     """A section per answer the files `answers` hold, in FRONT_PAGE_ANSWERS' order: the table
     and its figures, those of its rows only when it has rows (a sweep without a drafter has a
-    frontier, no crossover and no gain)."""
+    frontier, no crossover and no gain); none for an answer with no rows and no other figure
+    (a matrix whose drafters are compared but no quant: no speed-fidelity frontier)."""
     by_name = {Path(path).name: path for path in answers}
     parts = []
     for stem, figure_stems in FRONT_PAGE_ANSWERS.items():
@@ -112,6 +114,8 @@ def answers_html(answers: Sequence[str]) -> list[str]:
             continue
         table = ANSWER_TABLES[stem]
         frame = answer_rows(stem, by_name[f"{stem}.csv"])
+        if not len(frame) and set(figure_stems) <= set(table.figures_of_rows):
+            continue  # nothing to show: a matrix that compares outputs but no quants
         parts.append(f"<h2>{esc(table.section)}</h2>")
         if len(frame):
             parts += [f"<h3>{esc(table.title)}</h3>", f"<p>{esc(table.intro)}</p>"]
