@@ -1,6 +1,5 @@
-# Distribution fidelity of GGUF quants (workflow_scripts.fidelity.kld): one fixed text, the
-# reference quant's logits once per model, then each quant's KL divergence against them. Each
-# step holds the machine (it measures); a failed step writes its reason and is retried next run.
+# GGUF quants' KL divergence (workflow_scripts.fidelity.kld): one text, the reference's logits
+# once per model, each quant against them; a failed step says why and is retried next run.
 
 
 rule fidelity_text:
@@ -24,8 +23,6 @@ rule fidelity_base:
         **JOBS.outputs("fidelity_base"),
     log:
         "logs/fidelity/{model}.base.log",
-    wildcard_constraints:
-        model="[A-Za-z0-9._-]+",
     localrule: True
     conda:
         "../envs/bench.yaml"

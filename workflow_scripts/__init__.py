@@ -6,8 +6,10 @@ config to cells), `fidelity` (output fidelity: which cell is compared with which
 agreement and its floor, goals, llama-perplexity's KL divergence), `slo` (latency goals and the
 search's planner), `engines` (one adapter per engine kind), `weights` (weights fetched, made or
 derived), `loadgen` (the load generator), `process` (a server process, ports, memory). Above
-them all, `dag` builds the DAG of a config and `rule_jobs` hands the rules what they ask of it
-(each rule's outputs, its per-job functions); `plan` and `compare` are the `python -m` CLIs.
+them all, `dag` builds the DAG of a config (its fidelity steps in `dag_fidelity`) and
+`rule_jobs` hands the rules what they ask of it (each rule's outputs, its per-job functions);
+`workflow_hooks` is what rules/common.smk runs besides declaring rules; `plan` and
+`compare` are the `python -m` CLIs.
 Leaves: `vocabulary` (the words every package shares), `job_functions` (a per-job function's
 signature given to Snakemake once), `venv`, `registry_fetch`, `atomic`, `paths`, `text`,
 `redact`, `terminal`, `exits`.

@@ -14,17 +14,19 @@ from tests.support.config import default_config
 from tests.support.engines import smollm2_chain_quants
 from workflow_scripts.dag import UnknownCell, build_dag
 from workflow_scripts.fidelity.kld import (
-    BaseFigures,
     KldSettings,
     KldStep,
-    PerplexityError,
     base_argv,
     check_chunks,
     conversation_text,
     kld_argv,
+    write_failure,
+)
+from workflow_scripts.fidelity.perplexity_output import (
+    BaseFigures,
+    PerplexityError,
     parse_base,
     parse_kld,
-    write_failure,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity"

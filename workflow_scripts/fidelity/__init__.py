@@ -4,7 +4,8 @@
   model's reference quant; stdlib only (the DAG uses it while the Snakefile is parsed).
 - `agreement`: greedy agreement of two cells' outputs, its noise floor and the verdict.
 - `goals`: a fidelity goal judged pass / fail / unresolved from the figures' intervals.
-- `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits.
+- `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits;
+  what the tool prints is read by `perplexity_output`.
 
 The tables, the frontier and the figure built on them are outputs' (fidelity_tables.py,
 fidelity_plot.py).

@@ -131,17 +131,15 @@ def compared_pairs(
         agreement = compare_outputs(
             _dicts(records[pair.cell]), _dicts(records[pair.reference_cell])
         )
+        if pair.kind == FLOOR:  # the floor itself: no verdict of its own
+            out.append(Compared(pair, agreement, agreement, "", ""))
+            continue
         floor_cell = floor_id(pair.reference_cell)
         floor = (
-            agreement
-            if pair.kind == FLOOR
-            else compare_outputs(_dicts(records[floor_cell]), _dicts(records[pair.reference_cell]))
+            compare_outputs(_dicts(records[floor_cell]), _dicts(records[pair.reference_cell]))
             if floor_cell in records
             else None
         )
-        if pair.kind == FLOOR:
-            out.append(Compared(pair, agreement, floor, "", ""))
-            continue
         judged = judge_pair(agreement, floor)
         out.append(Compared(pair, agreement, floor, judged.verdict, judged.reason))
     return out

@@ -1,0 +1,115 @@
+"""What the DAG (dag.py's `Dag`, which takes this in) answers about output fidelity: the KL
+divergence steps of a config (`fidelity_text`, `fidelity_base`, `fidelity_kld`: their targets,
+inputs and params) and what a cell's card compares its outputs with. Kept apart from dag.py by
+job; it reads the Dag's own fields (`config`, `cells`, `failed_attempts`, `fidelity`, the pairs
+by cell) and its `path`. Stdlib and parse-time modules only, as dag.py."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from .atomic import param_json
+from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
+from .fidelity.pairs import QUANT, floor_id
+
+
+class UnknownCell(LookupError):
+    """A target names a cell this config does not have."""
+
+
+class FidelitySteps:
+    """The fidelity part of the Dag (a base class: the Dag holds the state)."""
+
+    config: dict[str, Any]
+    cells: dict[str, Any]
+    failed_attempts: dict[str, int]
+
+    # --- distribution fidelity (llama-perplexity) ---------------------------------------------
+
+    @cached_property
+    def kld(self) -> dict[str, KldModel]:
+        """The models with KL divergence steps (workflow_scripts.fidelity.kld.kld_models)."""
+        return kld_models(self.config, list(self.cells.values()))
+
+    def kld_targets(self) -> list[str]:
+        """Each quant's KL divergence record: none for a model whose reference quant is no GGUF
+        or that no llamacpp engine with `launch: build` runs."""
+        return [
+            self.path("fidelity_kld", "record", weights=f"{model}__{quant}")
+            for model, plan in self.kld.items()
+            for quant in plan.quants
+        ]
+
+    def kld_plan(self, model: str) -> KldModel:
+        if model not in self.kld:
+            raise UnknownCell(f"model {model!r} has no KL divergence step in this config")
+        return self.kld[model]
+
+    def kld_quant(self, key: str) -> tuple[KldModel, str]:
+        """The model's plan and the quant a `model__quant` key names (any GGUF quant it lists:
+        the reference itself measured against its own logits reads KL 0)."""
+        model, _, quant = key.partition("__")
+        plan = self.kld_plan(model)
+        if quant not in self.config["models"][model]["quants"]:
+            raise UnknownCell(f"model {model!r} has no quant {quant!r}")
+        return plan, quant
+
+    def fidelity_text_settings(self) -> str:
+        settings = KldSettings()
+        return param_json({"dataset": settings.dataset, "text_chars": settings.text_chars})
+
+    def fidelity_step(self, model: str, quant: str) -> str:
+        plan = self.kld_plan(model)
+        build = self.config["engines"][plan.engine].get("build") or {}
+        return param_json(KldStep.of(plan, quant, build).to_dict())
+
+    def fidelity_failures(self, model: str, quant: str) -> int:
+        return self.failed_attempts.get(failure_key(model, quant), 0)
+
+    def fidelity_base_inputs(self, model: str) -> dict[str, str]:
+        """The text, the engine stamp of the tool's build, the reference's weights."""
+        plan = self.kld_plan(model)
+        return {
+            "text": self.path("fidelity_text", "text"),
+            "engine": self.path("engine", "stamp", engine=plan.engine),
+            "weights": self.path("weights", "manifest", weights=plan.reference_key),
+        }
+
+    def fidelity_kld_inputs(self, key: str) -> dict[str, str]:
+        """The base step's record and logits besides the text, the stamp and the quant's
+        weights: a new quant runs its own step only."""
+        plan, _ = self.kld_quant(key)
+        return {
+            **self.fidelity_base_inputs(plan.model),
+            "weights": self.path("weights", "manifest", weights=key),
+            "base": self.path("fidelity_base", "record", model=plan.model),
+            "logits": self.path("fidelity_base", "logits", model=plan.model),
+        }
+
+    # --- what a card compares ---------------------------------------------------------------
+
+    def card_fidelity(self, cell_id: str) -> dict[str, str]:
+        """What a cell's card compares its outputs with: the reference's metrics.json (its
+        records beside it), the reference's floor run's, a quant's KL record; a reference cell's
+        own floor run."""
+        pair = self._pair_of.get(cell_id)
+        out = {}
+        reference = pair.reference_cell if pair else cell_id
+        if pair:
+            out["fidelity_reference"] = self.path("cell", "metrics", cell=reference)
+            kld = self.path("fidelity_kld", "record", weights=self.cells[cell_id].weights_key)
+            if pair.kind == QUANT and kld in self.kld_targets():
+                out["kld"] = kld
+        if floor_id(reference) in self.cells:
+            out["fidelity_floor"] = self.path("cell", "metrics", cell=floor_id(reference))
+        return out
+
+    def card_fidelity_settings(self, cell_id: str) -> str:
+        """The card's fidelity param: the pair's kind, its reference and the model's goal
+        (`{}`: compared with nothing and no floor of its own)."""
+        pair = self._pair_of.get(cell_id)
+        if pair is None:
+            return param_json({"kind": "reference"} if self.card_fidelity(cell_id) else {})
+        goal = self.fidelity.goals.get(self.cells[cell_id].model)
+        return param_json({"kind": pair.kind, "reference_cell": pair.reference_cell, "goal": goal})
