@@ -31,6 +31,7 @@ from .fidelity.kld import kld_models
 from .fidelity.pairs import FidelitySettings, floor_of, measured_pairs
 from .outputs.labels import (
     RULE_FILES,
+    content_answers,
     front_page_files,
     optional_figure_rules,
     report_labels,
@@ -278,9 +279,11 @@ class Dag(FidelitySteps):
         return report_labels(self.cells[cell_id], figure)
 
     def front_page_inputs(self) -> list[str]:
-        """The sweep, search and fidelity outputs the report's front page shows beside the
-        index."""
+        """The sweep, search, fidelity and content outputs the report's front page shows beside
+        the index."""
         summaries = [*self.sweep_outputs(), *self.search_outputs(), *self.fidelity_outputs()]
+        tables = content_answers(list(self.cells.values()))
+        summaries += [self.path("aggregate", f"{table}_csv") for table in tables]
         return front_page_files(summaries)
 
     def report_inputs(self) -> list[str]:

@@ -32,6 +32,10 @@ class Status(StrEnum):
 NO_DRAFTER = "none"  # the drafter name of a cell without speculative decoding
 
 
+# The content each dataset kind sends (DatasetSettings.content_label).
+CONTENT_OF_KIND = {"sharegpt": "chat", "humaneval": "code", "random": "random tokens"}
+RANDOM_TOKENS = CONTENT_OF_KIND["random"]
+
 # A trace dataset's own keys (`workloads.<name>.dataset`, kind trace).
 TRACE = ("format", "content", "time_scale", "start_s", "duration_s")
 
@@ -69,6 +73,16 @@ class DatasetSettings:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DatasetSettings:
         return cls(**data)  # the schema allows each kind its own keys and no other
+
+    @property
+    def content_label(self) -> str:
+        """What the prompts are, as the tables name it (a drafter's gain depends on it):
+        `chat`, `conversation`, `code`, `random tokens`, `jsonl`, or a trace's (`trace: code`)."""
+        if self.kind == "trace":
+            return "trace: " + CONTENT_OF_KIND[self.content or "sharegpt"]
+        if self.kind == "sharegpt" and self.conversations:
+            return "conversation"
+        return CONTENT_OF_KIND.get(self.kind, self.kind)
 
 
 @dataclass(frozen=True)
@@ -275,6 +289,7 @@ def identity(cell: Cell) -> CellMetrics:
         "series": cell.sweep.series if cell.sweep else None,
         "sweep": cell.sweep.to_dict() if cell.sweep else None,
         "num_prompts": cell.workload_spec.num_prompts,
+        "content": cell.workload_spec.dataset.content_label,
         "synthetic": cell.weights.get("source") == "synthetic",
     }
 
@@ -338,6 +353,7 @@ class CellMetrics(TypedDict, total=False):
     sweep: dict[str, Any] | None  # SweepPoint.to_dict() of a point
     server_start: dict[str, Any] | None  # a shared series' server start this point ran on
     num_prompts: int
+    content: str  # what the prompts are: DatasetSettings.content_label
     synthetic: bool
     status: Status
     reason: str | None
@@ -371,6 +387,11 @@ class CellMetrics(TypedDict, total=False):
     gpu_note: str | None
     spec: SpecFigures | None
     prefix_cache_hit_pct: float | None  # prompt tokens served from the engine's prefix cache, %
+    prefix_cache: str  # "on" | "off": the engine's settings let it serve prompts from its cache
+    # the engine's config entry with its prefix-cache settings set aside: two cells with one
+    # digest ran one engine setup but for the cache (a `prefix cache` comparison)
+    engine_setup_sha256: str
+    by_turn: list[dict[str, Any]] | None  # conversations: per turn index (loadgen.metrics)
     context_guard: dict[str, Any]
     client: dict[str, Any]
     interference: dict[str, Any]

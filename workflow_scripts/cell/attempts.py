@@ -5,6 +5,8 @@ rule of `checks.rerun_disturbed` (only on a server whose prefix cache is off).""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +153,22 @@ def prefix_cache_off(cell: Cell, adapter: EngineAdapter) -> bool:
     settings that turn it off): a second attempt on it measures what the first one did."""
     settings = cell.engine_spec.get("settings") or {}
     return all(settings.get(key) == value for key, value in adapter.prefix_cache_off.items())
+
+
+def prefix_cache_facts(cell: Cell, adapter: EngineAdapter) -> dict[str, str]:
+    """metrics.json's `prefix_cache` (on or off) and `engine_setup_sha256`: the cell's engine
+    entry with the adapter's prefix-cache settings set aside, so that two cells whose engines
+    differ in nothing but the cache compare as a `prefix cache` pair."""
+    settings = cell.engine_spec.get("settings") or {}
+    setup = {
+        **cell.engine_spec,
+        "settings": {k: v for k, v in settings.items() if k not in adapter.prefix_cache_off},
+    }
+    text = json.dumps(setup, sort_keys=True, default=str)
+    return {
+        "prefix_cache": "off" if prefix_cache_off(cell, adapter) else "on",
+        "engine_setup_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
 
 
 NO_FAIR_RERUN = (

@@ -51,6 +51,7 @@ from .attempts import (
     BenchWindow,
     measure_once,
     measure_until_undisturbed,
+    prefix_cache_facts,
     reruns_allowed,
 )
 from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
@@ -109,6 +110,7 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
         "status": Status.FAILED,
         "reason": None,
         "started_at": started_at,
+        **prefix_cache_facts(cell, adapter),
     }
     records: list = []
     sampler: MemorySampler | None = None

@@ -29,6 +29,7 @@ from .tables import merge_with_cells
 from .writers import load_indexed, to_markdown
 
 QUANT, ENGINE, ENGINE_QUANT = "quant", "engine", "engine+quant"
+PREFIX_CACHE = "prefix cache"  # two engine entries that differ in nothing but the cache
 # The figures the spec gain and `compare_runs` give intervals for; lower latency is faster.
 FIGURES = ("decode_tok_s", "ttft_median_ms", "tpot_median_ms")
 FIGURE_LABELS = {
@@ -73,7 +74,10 @@ INTRO = (
     "test for decode tok/s, a paired bootstrap for the medians, as for the spec gain); an "
     "unpaired bootstrap over each run's requests only when the prompts cannot be paired. "
     "Flags `disturbed: A` / `B`: other work on the machine crossed the config's `checks` during "
-    "that cell's bench; its verdict may be the machine's, not the engine's."
+    "that cell's bench; its verdict may be the machine's, not the engine's. Axis `prefix "
+    "cache`: two engine entries that differ only in their prefix-cache settings (one on, one "
+    "off), so the change is what the cache bought (TTFT above all, on prompts that share a "
+    "prefix: conversations, shared prefixes, traces)."
 )
 
 
@@ -90,12 +94,25 @@ def _repeat_runs(metrics: Mapping[str, Any]) -> int:
     return (metrics.get("repeats") or {}).get("runs", 1)
 
 
+def cache_only(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """The two cells' engines differ in nothing but the prefix cache: one setup digest
+    (metrics.json `engine_setup_sha256`), one cache on and the other off."""
+    setup = a.get("engine_setup_sha256")
+    return (
+        bool(setup)
+        and setup == b.get("engine_setup_sha256")
+        and ({a.get("prefix_cache"), b.get("prefix_cache")} == {"on", "off"})
+    )
+
+
 def pair_axis(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     """What separates two cells, or None when they are no comparison: another model, workload
     or drafter, another repeat structure, or neither engine nor quant differs."""
     if any(a.get(key) != b.get(key) for key in SAME) or _repeat_runs(a) != _repeat_runs(b):
         return None
     engine, quant = a.get("engine") != b.get("engine"), a.get("quant") != b.get("quant")
+    if engine and not quant and cache_only(a, b):
+        return PREFIX_CACHE
     if engine:
         return ENGINE_QUANT if quant else ENGINE
     return QUANT if quant else None

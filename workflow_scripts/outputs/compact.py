@@ -62,6 +62,7 @@ def summary_row(
         "quant": metrics.get("quant"),
         "drafter": metrics.get("drafter"),
         "workload": metrics.get("workload"),
+        "content": metrics.get("content"),
         "concurrency": metrics.get("concurrency"),
         "num_prompts": metrics.get("num_prompts"),
         "status": metrics.get("status"),
@@ -79,6 +80,7 @@ def summary_row(
         "server_rss_peak_gib": mem.get("server_rss_peak_gib"),
         "acceptance_rate": spec.get("acceptance_rate"),
         "acceptance_length": spec.get("mean_acceptance_length"),
+        "prefix_cache": metrics.get("prefix_cache"),
         "prefix_cache_hit_pct": metrics.get("prefix_cache_hit_pct"),
         "hit_time_cap": metrics.get("hit_time_cap"),
         "duration_s": metrics.get("duration_s"),
@@ -115,6 +117,7 @@ class Column:
     key: str
     published: tuple[str, ...] = ()
     digits: int = 2
+    optional: bool = False  # shown only when some row has a value
 
 
 COMPACT_COLUMNS = [
@@ -125,6 +128,8 @@ COMPACT_COLUMNS = [
     Column("prefill_tok_s", "prefill_tok_s", ("prefill_tok_s",)),
     Column("ttft_median_ms", "ttft_median_ms", ("ttft_median_ms",), 1),
     Column("tpot_median_ms", "tpot_median_ms", ("tpot_median_ms",), 1),
+    # the engine's prefix cache: prompt tokens it served, % (engines that report it)
+    Column("cache_hit_pct", "prefix_cache_hit_pct", digits=1, optional=True),
     Column("peak_mem_gib", "peak_mem_gib", ("peak_mem_gib",)),
     Column("server_rss_peak_gib", "server_rss_peak_gib"),
     Column("acceptance_rate", "acceptance_rate", ("acceptance_rate",), 3),
@@ -182,12 +187,15 @@ def _measured(row: Mapping[str, Any], column: Column) -> str:
 
 
 def compact_view(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
-    """Summary rows -> (headers, rows of text). A `(published)` column follows a measured one
-    only when some cell has a published figure for it; figures with an interval read
+    """Summary rows -> (headers, rows of text). An optional column shows only when some row has
+    its figure, a `(published)` column follows a measured one only when some cell has a
+    published figure for it; figures with an interval read
     `value ± half-width`, and an `interval` column then says where it came from."""
     columns: list[tuple[str, Column, bool]] = []
     with_intervals = any(interval_text(row) for row in rows)
     for column in COMPACT_COLUMNS:
+        if column.optional and all(is_missing(row.get(column.key)) for row in rows):
+            continue
         if column.key == "reason" and with_intervals:
             columns.append((INTERVAL_COLUMN.header, INTERVAL_COLUMN, False))
         columns.append((column.header, column, False))

@@ -1,7 +1,8 @@
 """The report's front page (the `overview` rule, included by report/workflow.rst): the index,
-then what a matrix's sweeps, searches and fidelity pairs answer (where a drafter stops paying
-and whether it changes the outputs, the largest load within a latency goal, the fastest quant
-within a fidelity goal) with their figures, then every summary figure, embedded."""
+then what a matrix's sweeps, searches, fidelity pairs and workloads answer (where a drafter
+stops paying and whether it changes the outputs, the largest load within a latency goal, the
+fastest quant within a fidelity goal, the drafter's gain by content, TTFT by conversation
+turn) with their figures, then every summary figure, embedded."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..atomic import write_text
+from .conversations import BY_TURN_INTRO, BY_TURN_TITLE
 from .fidelity_tables import FRONTIER_INTRO, FRONTIER_TITLE
 from .labels import FRONT_PAGE_ANSWERS
 from .report_html import STYLE, esc, figure_html, html_table
+from .spec_gain import GAIN_BY_CONTENT_INTRO, GAIN_BY_CONTENT_TITLE
 from .sweeps.files import CROSSOVER_INTRO, CROSSOVER_TITLE
 from .writers import INDEX_INTRO
 
@@ -73,6 +76,47 @@ ANSWER_TABLES = {
         ("largest_passing", "smallest_failing"),
         numbers=("goodput_decode_tok_s",),
     ),
+    "gain_by_content": AnswerTable(
+        "The drafter by content",
+        GAIN_BY_CONTENT_TITLE,
+        GAIN_BY_CONTENT_INTRO,
+        (
+            "model",
+            "engine",
+            "quant",
+            "drafter",
+            "content",
+            "decode_gain_pct",
+            "decode_gain_lo_pct",
+            "decode_gain_hi_pct",
+            "verdict",
+            "acceptance_rate",
+            "outputs",
+        ),
+        (),
+        numbers=("decode_gain_pct", "decode_gain_lo_pct", "decode_gain_hi_pct", "acceptance_rate"),
+        shown_when_filled=("outputs",),
+    ),
+    "by_turn": AnswerTable(
+        "Conversations",
+        BY_TURN_TITLE,
+        BY_TURN_INTRO,
+        (
+            "model",
+            "engine",
+            "quant",
+            "workload",
+            "prefix_cache",
+            "turn",
+            "requests",
+            "ttft_median_ms",
+            "tpot_median_ms",
+            "prefix_cache_hit_pct",
+        ),
+        (),
+        numbers=("ttft_median_ms", "tpot_median_ms", "prefix_cache_hit_pct"),
+        shown_when_filled=("prefix_cache_hit_pct",),
+    ),
     "fidelity_frontier": AnswerTable(
         "Output fidelity",
         FRONTIER_TITLE,
@@ -97,7 +141,7 @@ def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
     for column in table.loads:
         frame[column] = frame[column].map(_load_text)
     for column in table.numbers:
-        frame[column] = pd.to_numeric(frame[column])
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")  # "": not measured
     empty = [c for c in table.shown_when_filled if not frame[c].astype(bool).any()]
     return frame.drop(columns=empty)
 

@@ -122,7 +122,7 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
     ),
     "records": (RuleFile("records", "cells/records.json"),),
     "aggregate": (
-        *tables("summary", "index", "spec_gain"),
+        *tables("summary", "index", "spec_gain", "by_turn", "gain_by_content"),
         page("summary", "summary", "Summary"),
         page("spec_gain", "spec_gain_table", "Speculative decoding"),
     ),
@@ -193,14 +193,32 @@ def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
 
 
 # The front page's answers beside the index (the overview rule): where a drafter stops paying
-# (a matrix with sweeps), the largest load within a latency goal (one with searches) and the
-# fastest quant within a fidelity goal (one with compared quants), each a table under summary/
-# and the figures shown below it.
+# (a matrix with sweeps), the largest load within a latency goal (one with searches), the
+# fastest quant within a fidelity goal (one with compared quants), the drafter's gain by what
+# it drafts (drafter cells on two kinds of content) and TTFT by conversation turn (one with
+# conversations), each a table under summary/ and the figures shown below it.
 FRONT_PAGE_ANSWERS = {
     "spec_crossover": ("pareto", "spec_gain_sweep"),
     "slo": ("slo_search",),
     "fidelity_frontier": ("fidelity",),
+    "gain_by_content": (),
+    "by_turn": (),
 }
+CONVERSATION = "conversation"  # DatasetSettings.content_label of whole conversations
+
+
+def content_answers(cells: Sequence[CellData]) -> list[str]:
+    """The aggregate rule's tables (by name) the front page shows for this matrix:
+    gain_by_content where drafter cells that are no sweep point or probe ran on two or more
+    kinds of content (the gain on code beside chat), by_turn where some cell replayed
+    conversations."""
+    cells = [Cell.of(cell) for cell in cells]
+    content = {cell.id: cell.workload_spec.dataset.content_label for cell in cells}
+    drafted = {content[c.id] for c in cells if c.has_drafter and c.sweep is None}
+    tables = ["gain_by_content"] if len(drafted) >= 2 else []
+    if CONVERSATION in content.values():
+        tables.append("by_turn")
+    return tables
 
 
 def front_page_files(summary_files: Sequence[str]) -> list[str]:

@@ -13,7 +13,7 @@ from ..fidelity.agreement import CHANGED
 from ..loadgen.metrics import common_prompt_subset, compute_metrics
 from ..loadgen.records import OK, RequestRecord
 from ..process.machine_use import disturbed_flag
-from ..vocabulary import CellMetrics, Status
+from ..vocabulary import RANDOM_TOKENS, CellMetrics, Status
 from .changes import paired_changes, repeat_changes
 from .compact import (
     is_missing,
@@ -66,11 +66,26 @@ SPEC_GAIN_COLUMNS = [
     # appended: the drafter's greedy outputs against its base's (outputs.fidelity_tables): `changed`
     # means its speed-up is not a free one
     "outputs",
+    # appended: what the prompts are (chat, conversation, code, random tokens): a drafter's
+    # acceptance, and so its gain, depends on the text it drafts
+    "content",
 ]
 OUTPUTS_CHANGED_FLAG = (
     "outputs changed: the drafter's greedy outputs differ from its base's beyond the noise "
     "floor (fidelity.md)"
 )
+
+
+RANDOM_TOKENS_FLAG = (
+    "random tokens: a drafter's gain on random prompts is not its gain on text (it drafts "
+    "from what the prompt is)"
+)
+
+
+def content_flag(metrics: CellMetrics) -> str | None:
+    """The label a drafter's gain carries wherever it is shown when its prompts were random
+    tokens."""
+    return RANDOM_TOKENS_FLAG if metrics.get("content") == RANDOM_TOKENS else None
 
 
 def completed_prompts(records: Sequence[RequestRecord]) -> set[int]:
@@ -198,6 +213,8 @@ def spec_gain_table(
             flags.append(disturbed)
         if outputs.get(m["cell"]) == CHANGED:
             flags.append(OUTPUTS_CHANGED_FLAG)
+        if random_tokens := content_flag(m):
+            flags.append(random_tokens)
         rows.append(
             {
                 "drafter_cell": m["cell"],
@@ -225,6 +242,7 @@ def spec_gain_table(
                 **paired,
                 "disturbed": bool(disturbed),
                 "outputs": outputs.get(m["cell"]),
+                "content": m.get("content"),
             }
         )
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
@@ -232,3 +250,42 @@ def spec_gain_table(
 
 def _weights_files(metrics: CellMetrics) -> list[str]:
     return [f.get("sha256") for f in (metrics.get("weights") or {}).get("files", [])]
+
+
+GAIN_BY_CONTENT_COLUMNS = [
+    "model",
+    "engine",
+    "quant",
+    "drafter",
+    "workload",
+    "content",
+    "base_decode_tok_s",
+    "drafter_decode_tok_s",
+    "decode_gain_pct",
+    "decode_gain_lo_pct",
+    "decode_gain_hi_pct",
+    "verdict",
+    "acceptance_rate",
+    "outputs",
+    "flags",
+]
+GAIN_BY_CONTENT_TITLE = "The drafter's gain by what it drafts"
+GAIN_BY_CONTENT_INTRO = (
+    "Each drafter that ran on two or more kinds of content (chat: ShareGPT first turns; "
+    "conversation: whole ShareGPT conversations; code: HumanEval; random tokens) at one model, "
+    "engine and quant, its gain over its base on each (spec_gain's rows, sweep points and "
+    "search probes aside). A drafter drafts from what the text is, so its acceptance and gain "
+    "move with it; the gain on random tokens is not the gain on text."
+)
+
+
+def gain_by_content(spec_gain: pd.DataFrame, point_cells: set[str]) -> pd.DataFrame:
+    """gain_by_content.csv: spec_gain's rows of drafters (model, engine, quant, drafter) whose
+    cells outside `point_cells` (sweep points, search probes) ran on two or more contents."""
+    rows = [r for r in spec_gain.to_dict("records") if r["drafter_cell"] not in point_cells]
+    key = ("model", "engine", "quant", "drafter")
+    contents: dict[tuple, set] = {}
+    for row in rows:
+        contents.setdefault(tuple(row[k] for k in key), set()).add(row["content"])
+    kept = [r for r in rows if len(contents[tuple(r[k] for k in key)]) >= 2]
+    return pd.DataFrame(kept, columns=GAIN_BY_CONTENT_COLUMNS)

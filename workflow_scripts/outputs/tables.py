@@ -107,6 +107,8 @@ LATER_COLUMNS = [
     "disturbed",  # other work on the machine during the bench (process.machine_use.disturbed)
     *MEMORY_COLUMNS,
     "prefix_cache_hit_pct",  # prompt tokens the engine's prefix cache served (empty: not reported)
+    "prefix_cache",  # on | off: the engine's settings let it serve prompts from its cache
+    "content",  # what the prompts are: chat, conversation, code, random tokens, ...
 ]
 
 

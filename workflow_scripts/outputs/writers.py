@@ -11,15 +11,21 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..loadgen.records import RequestRecord
-from ..vocabulary import CellData, CellMetrics
+from ..vocabulary import Cell, CellData, CellMetrics
 from .compact import (
     compact_view,
     is_missing,
     number_text,
 )
+from .conversations import BY_TURN_INTRO, BY_TURN_TITLE, by_turn_table
 from .record_index import CellFiles, load_cell, read_cell_records, read_metrics
 from .repeats import collapse_repeats
-from .spec_gain import spec_gain_table
+from .spec_gain import (
+    GAIN_BY_CONTENT_INTRO,
+    GAIN_BY_CONTENT_TITLE,
+    gain_by_content,
+    spec_gain_table,
+)
 from .tables import index_table, merge_with_cells, summary_frame, summary_rows
 
 
@@ -115,7 +121,8 @@ def write_tables(
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     outputs: Mapping[str, str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """summary.{csv,md}, index.{csv,md} and spec_gain.{csv,md} to the paths named in `out`;
+    """summary.{csv,md}, index.{csv,md}, spec_gain.{csv,md} and, where `out` names them,
+    by_turn.{csv,md} (conversations) and gain_by_content.{csv,md} to the paths in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link).
     summary.csv holds every column, summary.md the compact view; a cell's repeats make one
     row; `outputs` holds each drafter cell's outputs verdict. Returns the summary, compact and
@@ -136,13 +143,25 @@ def write_tables(
         out["index_md"],
         to_markdown(index_table(summary, cells, card_links=card_links), "Index", intro),
     )
-    spec_gain = spec_gain_table(merge_with_cells(all_metrics, cells), records, outputs)
+    ordered = merge_with_cells(all_metrics, cells)
+    spec_gain = spec_gain_table(ordered, records, outputs)
     write_table(
         spec_gain,
         out["spec_gain_csv"],
         out["spec_gain_md"],
         "Speculative decoding: each drafter cell beside its base",
     )
+    if "by_turn_csv" in out:  # the aggregate rule's; a reference-only table has no runs
+        by_turn = by_turn_table(ordered)
+        write_table(by_turn, out["by_turn_csv"], out["by_turn_md"], BY_TURN_TITLE, BY_TURN_INTRO)
+        points = {cell.id for cell in map(Cell.of, cells) if cell.sweep is not None}
+        write_table(
+            gain_by_content(spec_gain, points),
+            out["gain_by_content_csv"],
+            out["gain_by_content_md"],
+            GAIN_BY_CONTENT_TITLE,
+            GAIN_BY_CONTENT_INTRO,
+        )
     return summary, compact, spec_gain
 
 

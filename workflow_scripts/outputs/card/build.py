@@ -12,7 +12,13 @@ from ..compact import NOT_RUN, peak_mem_gib
 from ..slo_cells import slo_section, tail_note
 from .configuration import configuration_section, tags
 from .fidelity import CHANGED_NOTE, CardFidelity, fidelity_section
-from .measured import checks_section, intervals_section, measured_section, spec_section
+from .measured import (
+    by_turn_section,
+    checks_section,
+    intervals_section,
+    measured_section,
+    spec_section,
+)
 from .model import Card, Section
 from .provenance import commands_section, provenance_section
 
@@ -85,6 +91,8 @@ def build_card(
     sections = [configuration_section(cell, metrics), measured_section(metrics, cell.reference)]
     if cell.has_drafter:
         sections.append(spec_section(metrics, cell.reference))
+    if (turns := by_turn_section(metrics)) is not None:
+        sections.append(turns)
     if (goal := slo_section(metrics)) is not None:
         sections.append(goal)
     if records and metrics.get("status") == Status.DONE:

@@ -9,6 +9,7 @@ from ...process.machine_use import attempts_note, client_note, interference_note
 from ...process.memory import understates_note
 from ...vocabulary import CellMetrics, Status
 from ..compact import peak_mem_gib
+from ..spec_gain import content_flag
 from ..stability import stability
 from ..stats import bootstrap_intervals
 from .model import Section, fmt
@@ -35,6 +36,10 @@ HOW = {
     "unseen": "not measured: the server runs in a container whose processes this run does not see",
     "gpu": "used GPU memory summed over devices (NVML), same sampling",
     "ready": "launch → health check answered and a one-token probe completed",
+    "prefix_cache": "prompt tokens the engine served from its prefix cache ÷ prompt tokens, "
+    "from its own counts (llama.cpp: each response's timings; vLLM, SGLang: /metrics "
+    "counters over the measured run); on or off by the engine's settings",
+    "send_lag": "actual send − scheduled send (trace or Poisson arrivals): p50 (p99)",
 }
 
 
@@ -153,8 +158,44 @@ def measured_rows(
             "after the time cap and its grace",
         ),
         ("Server ready after", fmt(metrics.get("ready_s"), "s"), ref("ready_s", "s"), HOW["ready"]),
+        ("Prefix-cache hit", prefix_cache_value(metrics), "—", HOW["prefix_cache"]),
     ]
+    if lag := metrics.get("send_lag_ms"):
+        lag_text = f"{fmt(lag.get('p50'), 'ms')} (p99 {fmt(lag.get('p99'), 'ms')})"
+        rows.append(("Send lag", lag_text, "—", HOW["send_lag"]))
     return rows
+
+
+def prefix_cache_value(metrics: CellMetrics) -> str:
+    """`41.2 % (cache on)`; `not reported` where the engine gives no count."""
+    hit, state = metrics.get("prefix_cache_hit_pct"), metrics.get("prefix_cache")
+    text = "not reported" if hit is None else f"{hit:.1f} %"
+    return f"{text} (cache {state})" if state else text
+
+
+def by_turn_section(metrics: CellMetrics) -> Section | None:
+    """A conversation cell's TTFT, TPOT and prefix-cache hit by turn (metrics.json
+    `by_turn`); None outside conversations."""
+    turns = metrics.get("by_turn")
+    if not turns:
+        return None
+    rows = [
+        (
+            str(t["turn"]),
+            str(t["requests"]),
+            _dist(t, "ttft_ms"),
+            _dist(t, "tpot_ms"),
+            _or_dash(t.get("prefix_cache_hit_pct")),
+        )
+        for t in turns
+    ]
+    header = ("Turn", "Requests", "TTFT median (p90 / p99)", "TPOT median (p90 / p99)", "Hit %")
+    note = (
+        "Each request of turn k carries the conversation's first k human turns and the "
+        "dataset's own answers between them; a cache that holds the earlier turns leaves only "
+        f"the new one to prefill (prefix cache {metrics.get('prefix_cache') or 'unknown'})."
+    )
+    return Section("Conversations by turn", header, rows, paragraphs=[note])
 
 
 def measured_section(metrics: CellMetrics, reference: Mapping[str, Any]) -> Section:
@@ -218,6 +259,8 @@ def spec_section(metrics: CellMetrics, reference: Mapping[str, Any]) -> Section:
             )
         )
     notes = [spec[key] for key in ("note", "cap_note") if spec.get(key)]
+    if random_tokens := content_flag(metrics):
+        notes.append(random_tokens[0].upper() + random_tokens[1:] + ".")
     if spec.get("drafts") == 0:
         notes.append("The drafter proposed no tokens during the measured run.")
     if not spec and metrics.get("status") != Status.DONE:
