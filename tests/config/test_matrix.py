@@ -15,8 +15,9 @@ from workflow_scripts.vocabulary import ConfigError
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_default_matrix_varies_every_axis_in_seven_cells_and_sweeps_load():
-    """Each cell another is compared with runs a second time, right after it (its floor)."""
+def test_default_matrix_varies_every_axis_in_eleven_cells_and_sweeps_load():
+    """Each cell another is compared with runs a second time, right after it (its floor); the
+    drafter runs on code beside chat, a conversation workload with the cache on and off."""
     cells = load_cells(REPO / "config.yaml")
     assert [cell.id for cell in cells] == [
         "gemma3-270m__llamacpp-cpu__q4_k_m__none__c4",
@@ -26,6 +27,10 @@ def test_default_matrix_varies_every_axis_in_seven_cells_and_sweeps_load():
         "smollm2-135m__llamacpp-cpu__q4_0__none__c4",
         "smollm2-135m__llamacpp-cpu__q4_0__none__c4__floor",
         "smollm2-135m__llamacpp-cpu__q4_0__ngram__c4",
+        "smollm2-135m__llamacpp-cpu__q4_0__none__code",
+        "smollm2-135m__llamacpp-cpu__q4_0__ngram__code",
+        "smollm2-135m__llamacpp-cpu__q4_0__none__chat",
+        "smollm2-135m__llamacpp-cpu-nocache__q4_0__none__chat",
         "smollm2-135m__vllm-cpu__bf16__none__c4",
         "smollm2-135m__vllm-cpu__bf16__ngram__c4",
         *[
@@ -47,9 +52,15 @@ def test_default_matrix_varies_every_axis_in_seven_cells_and_sweeps_load():
         ("llamacpp-cpu", "ngram"),
         ("vllm-cpu", "none"),
         ("vllm-cpu", "ngram"),
+        ("llamacpp-cpu-nocache", "none"),
     }
     by_engine = {c.engine: c.drafter_spec["kind"] for c in cells if c.drafter == "ngram"}
     assert by_engine == {"llamacpp-cpu": "ngram-simple", "vllm-cpu": "ngram"}
+    content = {c.workload: c.workload_spec.dataset.content_label for c in cells}
+    assert content == {"c4": "chat", "code": "code", "chat": "conversation"}
+    on, off = (c.engine_spec for c in cells if c.workload == "chat")
+    cache_off = {"cache_prompt": False, "cache_ram": 0}
+    assert off == {**on, "name": off["name"], "settings": {**on["settings"], **cache_off}}
 
 
 def test_defaults_are_filled_in():

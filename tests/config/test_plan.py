@@ -138,8 +138,8 @@ def test_plan_runs_as_a_module_on_the_default_config():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    # 7 cells and 2 floor runs, 8 sweep points and 4 floor runs, 2 first probes
-    assert proc.stdout.count("# server") == 23
+    # 11 cells and 2 floor runs, 8 sweep points and 4 floor runs, 2 first probes
+    assert proc.stdout.count("# server") == 27
     # the built binary once the engine step ran, else a placeholder explained under the command
     assert re.search(r"llama-server>? -m ", proc.stdout), proc.stdout
     assert "<llama-server>" not in proc.stdout or "passes its smoke test" in proc.stdout
