@@ -59,13 +59,14 @@ class DatasetSettings:
     conversations: bool | None = None  # sharegpt: replay whole conversations turn by turn
     max_turns: int | None = None  # conversations: human turns each at most (None: all)
     think_time_s: float | None = None  # conversations: between an answer and the next turn
+    history: str | None = None  # conversations: dataset | model answers as history (None: dataset)
 
     def to_dict(self) -> dict[str, Any]:
         """The config's mapping: `kind` and `shuffle_seed` (validation fills it in), the other
         keys where the config gives them."""
         out: dict[str, Any] = {"kind": self.kind, "shuffle_seed": self.shuffle_seed}
         optional = ("package", "path", "input_len", "output_len", "max_prompt_chars", *TRACE)
-        for name in (*optional, "conversations", "max_turns", "think_time_s"):
+        for name in (*optional, "conversations", "max_turns", "think_time_s", "history"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out

@@ -157,8 +157,8 @@ def prefix_cache_off(cell: Cell, adapter: EngineAdapter) -> bool:
 
 def prefix_cache_facts(cell: Cell, adapter: EngineAdapter) -> dict[str, str]:
     """metrics.json's `prefix_cache` (on or off) and `engine_setup_sha256`: the cell's engine
-    entry (its name aside) with the adapter's prefix-cache settings set aside, so that two cells whose engines
-    differ in nothing but the cache compare as a `prefix cache` pair."""
+    entry (its name aside) with the adapter's prefix-cache settings set aside, so that two
+    cells whose engines differ in nothing but the cache compare as a `prefix cache` pair."""
     settings = cell.engine_spec.get("settings") or {}
     setup = {k: v for k, v in cell.engine_spec.items() if k != "name"}  # the entry, not its key
     setup["settings"] = {k: v for k, v in settings.items() if k not in adapter.prefix_cache_off}

@@ -66,9 +66,14 @@ def check_schema(config: dict[str, Any]) -> None:
 
 def _message(error: jsonschema.ValidationError) -> str:
     """The schema's message; for an `anyOf` of required keys, which keys: `missing: one of a,
-    b` (not `... is not valid under any of the given schemas`)."""
+    b` (not `... is not valid under any of the given schemas`); for what a given key needs
+    (`dependentSchemas`), that key: `... (as 'max_turns' is given)`."""
     required = [e for e in error.context if e.validator == "required"]
     if error.validator == "anyOf" and required and len(required) == len(error.context):
         keys = [key for e in required for key in e.validator_value if key not in e.instance]
         return "missing: one of " + ", ".join(keys)
+    path = list(error.schema_path)
+    if "dependentSchemas" in path:
+        given = path[len(path) - path[::-1].index("dependentSchemas")]
+        return f"{error.message} (as '{given}' is given)"
     return error.message

@@ -28,9 +28,12 @@ from ..process.machine_use import UseSnapshot, client_use, take_snapshot
 from ..process.server import sigterm_raises
 from ..vocabulary import Status
 from .client import LoadResult, LoadSettings, RunOptions, run_load
-from .datasets import Dataset, DatasetError, load_dataset
+from .datasets import HISTORIES, Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics
 from .wire import Endpoint
+
+# The dataset keys read only with `--conversations` (each flag the key with dashes).
+CONVERSATION_KEYS = ("max_turns", "think_time_s", "history")
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -109,6 +112,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-turns", type=_positive_int, default=None, help="conversations: at most")
     p.add_argument(
         "--think-time-s", type=float, default=None, help="conversations: pause between turns"
+    )
+    p.add_argument(
+        "--history",
+        choices=HISTORIES,
+        default=None,
+        help="conversations: the answers a later turn carries, the dataset's (default: every "
+        "server gets the same prompts) or the model's own",
     )
     p.add_argument(
         "--max-prompt-chars",
@@ -205,11 +215,11 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
         if args.dataset != "sharegpt" or args.endpoint != "chat":
             raise DatasetError("--conversations: only with --dataset sharegpt and chat")
         spec["conversations"] = True
-        for key in ("max_turns", "think_time_s"):
+        for key in CONVERSATION_KEYS:
             if getattr(args, key) is not None:
                 spec[key] = getattr(args, key)
-    elif args.max_turns is not None or args.think_time_s is not None:
-        raise DatasetError("--max-turns, --think-time-s: only with --conversations")
+    elif any(getattr(args, key) is not None for key in CONVERSATION_KEYS):
+        raise DatasetError("--max-turns, --think-time-s, --history: only with --conversations")
     if args.think_time_s is not None and not args.think_time_s >= 0:
         raise DatasetError(f"--think-time-s: expected 0 or more, got {args.think_time_s}")
     if args.dataset == "jsonl" and not args.dataset_path:

@@ -4,11 +4,12 @@ the time cap and its grace, the piece both the in-process and every load process
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections.abc import Callable
 
-from .datasets import Prompt
+from .datasets import MODEL_HISTORY, Prompt
 from .records import RequestRecord
 from .request import Link, request_body, run_request
 from .settings import LoadSettings
@@ -54,22 +55,34 @@ async def measured(
     for prompt in prompts[:-1]:
         firsts.append(firsts[-1] + prompt.requests)
 
+    # `history: model` sends each answer's text on, so its turns keep it whatever the load
+    # writes down; with `record_outputs` false it is dropped from the record once read.
+    keeping = spec if spec.record_outputs else dataclasses.replace(spec, record_outputs=True)
+
     async def converse(link: Link, position: int) -> bool:
         """A conversation's turns in order, each sent when the last one ended and its think
         time passed; False when the cap stopped it."""
         prompt = prompts[position]
-        for turn, messages in enumerate(prompt.conversation.turn_messages(), 1):
-            if turn > 1 and prompt.conversation.think_time_s:
-                await asyncio.sleep(prompt.conversation.think_time_s)
+        talk = prompt.conversation
+        answers: list[str] = []  # each turn's answer as streamed ("" where nothing was kept)
+        for turn in range(1, talk.turns + 1):
+            if turn > 1 and talk.think_time_s:
+                await asyncio.sleep(talk.think_time_s)
             if deadline is not None and time.perf_counter() >= deadline:
                 return False
             index = firsts[position] + turn - 1
             record = RequestRecord(index, prompt.index, session=position, turn=turn)
             records.append(record)
-            body = request_body(spec, prompt.text, messages)
-            await run_request(
-                link, spec, endpoint.request(spec.path, body, spec.api_key), record, t0
-            )
+            body = request_body(spec, prompt.text, talk.messages_for(turn, answers))
+            sending = keeping if talk.history == MODEL_HISTORY else spec
+            try:
+                await run_request(
+                    link, sending, endpoint.request(spec.path, body, spec.api_key), record, t0
+                )
+            finally:
+                answers.append(record.output or "")
+                if not spec.record_outputs:
+                    record.output = None
             on_record(record)
         return True
 

@@ -33,6 +33,7 @@ DATASET_FLAGS = (
     ("duration_s", "--duration-s"),
     ("max_turns", "--max-turns"),
     ("think_time_s", "--think-time-s"),
+    ("history", "--history"),
 )
 
 

@@ -32,26 +32,72 @@ class DatasetError(ValueError):
     """A dataset that cannot give the prompts asked for."""
 
 
+# What a conversation's later turns carry between its human turns: the dataset's own answers
+# (every engine and quant gets the same prompts), or the answers the model streamed itself.
+DATASET_HISTORY, MODEL_HISTORY = "dataset", "model"
+HISTORIES = (DATASET_HISTORY, MODEL_HISTORY)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How conversations are replayed: at most `max_turns` human turns each (None: all),
+    `think_time_s` between an answer and the next turn, `history` one of HISTORIES."""
+
+    max_turns: int | None = None
+    think_time_s: float = 0.0
+    history: str = DATASET_HISTORY
+
+    def __post_init__(self) -> None:
+        if self.history not in HISTORIES:
+            raise DatasetError(f"history: {self.history!r} is not one of {', '.join(HISTORIES)}")
+
+
 @dataclass(frozen=True)
 class Conversation:
     """A ShareGPT conversation replayed turn by turn: its `messages` as (role, content), from
     its first human turn (`user`) on, the dataset's own answers (`assistant`) between, ending
-    with its last replayed human turn; `think_time_s` between an answer and the next turn."""
+    with its last replayed human turn; `think_time_s` between an answer and the next turn;
+    `history` what a later turn carries between its human turns (HISTORIES)."""
 
     messages: tuple[tuple[str, str], ...]
     think_time_s: float = 0.0
+    history: str = DATASET_HISTORY
+
+    def _ends(self) -> list[int]:
+        """Each human turn's end in `messages`."""
+        return [i + 1 for i, (role, _) in enumerate(self.messages) if role == "user"]
+
+    @property
+    def turns(self) -> int:
+        """Its human turns: one request each."""
+        return len(self._ends())
 
     def turn_messages(self) -> list[list[dict[str, str]]]:
-        """Each turn's chat messages: the conversation up to and with its t-th human turn."""
-        ends = [i + 1 for i, (role, _) in enumerate(self.messages) if role == "user"]
-        return [
-            [{"role": role, "content": text} for role, text in self.messages[:end]] for end in ends
-        ]
+        """Each turn's chat messages with the dataset's answers as history: the conversation up
+        to and with its t-th human turn."""
+        return [_chat(self.messages[:end]) for end in self._ends()]
+
+    def messages_for(self, turn: int, answers: list[str]) -> list[dict[str, str]]:
+        """Turn `turn`'s (from 1) chat messages as sent: with `dataset` history its
+        `turn_messages()` entry; with `model` its first `turn` human turns with `answers` (the
+        model's own to turns 1 .. turn - 1, as streamed, possibly empty) between them."""
+        if self.history == DATASET_HISTORY:
+            return _chat(self.messages[: self._ends()[turn - 1]])
+        humans = [text for role, text in self.messages if role == "user"][:turn]
+        said: list[tuple[str, str]] = []
+        for human, answer in zip(humans, [*answers[: turn - 1], None], strict=True):
+            said.append(("user", human))
+            if answer is not None:
+                said.append(("assistant", answer))
+        return _chat(said)
 
     def cut(self, turns: int) -> Conversation:
         """The conversation up to and with its `turns`-th human turn."""
-        end = [i for i, (role, _) in enumerate(self.messages) if role == "user"][turns - 1] + 1
-        return Conversation(self.messages[:end], self.think_time_s)
+        return dataclasses.replace(self, messages=self.messages[: self._ends()[turns - 1]])
+
+
+def _chat(messages) -> list[dict[str, str]]:
+    return [{"role": role, "content": text} for role, text in messages]
 
 
 @dataclass(frozen=True)
@@ -69,7 +115,7 @@ class Prompt:
     @property
     def requests(self) -> int:
         """Requests it sends: one, or one a turn."""
-        return len(self.conversation.turn_messages()) if self.conversation else 1
+        return self.conversation.turns if self.conversation else 1
 
 
 @dataclass(frozen=True)
@@ -117,10 +163,11 @@ def sharegpt_first_human_turns(items) -> list[str]:
 ROLES = {"human": "user", "gpt": "assistant"}
 
 
-def sharegpt_conversation(item, max_turns: int | None, think_time_s: float) -> Conversation:
+def sharegpt_conversation(item, replay: Replay) -> Conversation:
     """One ShareGPT item as a Conversation: its human and gpt turns from its first human one
     (none if that one is empty, as `sharegpt_first_human_turns` skips it), empty and other
-    turns left out, at most `max_turns` human turns (None: all)."""
+    turns left out, at most `replay.max_turns` human turns (None: all)."""
+    max_turns = replay.max_turns
     turns = [t for t in (item.get("conversations") if isinstance(item, dict) else None) or ()]
     turns = [t for t in turns if isinstance(t, dict) and t.get("from") in ROLES]
     first = next((i for i, t in enumerate(turns) if t["from"] == "human"), len(turns))
@@ -139,7 +186,7 @@ def sharegpt_conversation(item, max_turns: int | None, think_time_s: float) -> C
         messages.append((role, text))
     while messages and messages[-1][0] == "assistant":  # its last answer is not replayed
         messages.pop()
-    return Conversation(tuple(messages), think_time_s)
+    return Conversation(tuple(messages), replay.think_time_s, replay.history)
 
 
 def packaged_file(package: str, member: str) -> Path:
@@ -185,10 +232,10 @@ def load_sharegpt(
     num_prompts: int,
     shuffle_seed: int | None = None,
     max_prompt_chars: int | None = None,
-    conversations: tuple[int | None, float] | None = None,
+    conversations: Replay | None = None,
 ) -> Dataset:
-    """The first human turns as prompts; with `conversations` (max_turns, think_time_s) each
-    prompt carries its whole conversation, replayed turn by turn."""
+    """The first human turns as prompts; with `conversations` each prompt carries its whole
+    conversation, replayed turn by turn as it says."""
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     try:
         items = list(iter_json_array(text))
@@ -196,8 +243,7 @@ def load_sharegpt(
         raise DatasetError(f"{path}: ShareGPT file is {exc}") from None
     texts = sharegpt_first_human_turns(items)
     if conversations is not None:
-        max_turns, think_time_s = conversations
-        talks = [sharegpt_conversation(item, max_turns, think_time_s) for item in items]
+        talks = [sharegpt_conversation(item, conversations) for item in items]
         talks = [c for c in talks if c.messages]  # one a first human turn: as `texts`
         if [c.messages[0][1] for c in talks] != texts:
             raise DatasetError(f"{path}: its conversations do not line up with their first turns")
@@ -214,6 +260,8 @@ def load_sharegpt(
         chosen = [dataclasses.replace(p, conversation=talks[p.index]) for p in chosen]
         turns = sum(p.requests for p in chosen)
         note += f"; {len(chosen)} conversations replayed turn by turn, {turns} turns in all"
+        if conversations.history == MODEL_HISTORY:
+            note += ", each later turn after the model's own answers to the turns before it"
     return Dataset(chosen, sha256_file(path), str(path), note)
 
 
@@ -427,7 +475,11 @@ def _load_kind(spec: dict[str, Any], num_prompts: int) -> Dataset:
         path = spec.get("path") or sharegpt_file(spec.get("package", SHAREGPT_PACKAGE))
         talks = None
         if spec.get("conversations"):
-            talks = (spec.get("max_turns"), float(spec.get("think_time_s", 0.0)))
+            talks = Replay(
+                spec.get("max_turns"),
+                float(spec.get("think_time_s", 0.0)),
+                spec.get("history", DATASET_HISTORY),
+            )
         return load_sharegpt(path, num_prompts, seed, spec.get("max_prompt_chars"), talks)
     if kind == "humaneval":
         path = packaged_file(spec.get("package", HUMANEVAL_PACKAGE), HUMANEVAL_MEMBER)

@@ -174,7 +174,8 @@ def _meets_slo(record: RequestRecord, slo: dict[str, float]) -> bool:
     return True
 
 
-def common_prompt_subset(*runs: Sequence[RequestRecord]) -> set[int]:
-    """Prompt indices completed in every run: the fair basis when caps cut runs short."""
-    sets = [{r.prompt_index for r in run if r.status == OK and not r.warmup} for run in runs]
+def common_prompt_subset(*runs: Sequence[RequestRecord]) -> set[tuple[int, int]]:
+    """Pair keys (prompt, conversation turn) completed in every run: the fair basis when caps
+    cut runs short."""
+    sets = [{r.pair_key for r in run if r.status == OK and not r.warmup} for run in runs]
     return set.intersection(*sets) if sets else set()

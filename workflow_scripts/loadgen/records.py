@@ -47,6 +47,12 @@ class RequestRecord:
     def content_chunks(self) -> int:
         return len(self.chunk_times_s)
 
+    @property
+    def pair_key(self) -> tuple[int, int]:
+        """What two runs' requests are paired by: the prompt, and a conversation's turn (0
+        outside one): turn k of a conversation is one request in every run."""
+        return (self.prompt_index, self.turn or 0)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -136,9 +136,10 @@ def same_prompts(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return not (sha_a and sha_b and sha_a != sha_b)
 
 
-def _completed(records: Sequence[RequestRecord]) -> dict[int, int | None]:
-    """Completed measured prompts -> their prompt tokens as the server counted them."""
-    return {r.prompt_index: r.prompt_tokens for r in records if r.status == OK and not r.warmup}
+def _completed(records: Sequence[RequestRecord]) -> dict[tuple[int, int], int | None]:
+    """Completed measured prompts (and conversation turns: pair keys) -> their prompt tokens
+    as the server counted them."""
+    return {r.pair_key: r.prompt_tokens for r in records if r.status == OK and not r.warmup}
 
 
 def pair_flags(

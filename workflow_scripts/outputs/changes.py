@@ -85,7 +85,7 @@ def _pooled(base: RequestArrays, new: RequestArrays) -> RequestArrays:
     def both(name: str) -> np.ndarray:
         return np.concatenate([getattr(base, name), getattr(new, name)])
 
-    fields = ("prompt_index", "prompt_tokens", "completion_tokens", "ttft_ms", "tpot_ms", "e2e_ms")
+    fields = ("keys", "prompt_tokens", "completion_tokens", "ttft_ms", "tpot_ms", "e2e_ms")
     return RequestArrays(*(both(f) for f in fields), duration_s=1.0)
 
 
@@ -327,5 +327,5 @@ def cell_changes(
     return CellChanges(changes, UNPAIRED, f"{counts[0]} + {counts[1]} requests")
 
 
-def _completed(records: Sequence[RequestRecord]) -> set[int]:
-    return {r.prompt_index for r in records if r.status == OK and not r.warmup}
+def _completed(records: Sequence[RequestRecord]) -> set[tuple[int, int]]:
+    return {r.pair_key for r in records if r.status == OK and not r.warmup}

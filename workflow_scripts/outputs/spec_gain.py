@@ -88,8 +88,9 @@ def content_flag(metrics: CellMetrics) -> str | None:
     return RANDOM_TOKENS_FLAG if metrics.get("content") == RANDOM_TOKENS else None
 
 
-def completed_prompts(records: Sequence[RequestRecord]) -> set[int]:
-    return {r.prompt_index for r in records if r.status == OK and not r.warmup}
+def completed_prompts(records: Sequence[RequestRecord]) -> set[tuple[int, int]]:
+    """The pair keys (prompt, conversation turn) of the completed measured requests."""
+    return {r.pair_key for r in records if r.status == OK and not r.warmup}
 
 
 def common_subset_figures(
@@ -104,7 +105,7 @@ def common_subset_figures(
         return {}
 
     def on_common(records: Sequence[RequestRecord]) -> dict[str, Any]:
-        return compute_metrics([r for r in records if r.prompt_index in common and not r.warmup])
+        return compute_metrics([r for r in records if r.pair_key in common and not r.warmup])
 
     base, drafter = on_common(base_records), on_common(drafter_records)
     return {

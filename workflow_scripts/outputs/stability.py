@@ -63,10 +63,10 @@ def stability(
     decode time (E2E − TTFT); None with fewer than 2 requests a tenth."""
     arrays = request_arrays(records)
     done = sorted((r for r in records if r.status == OK and not r.warmup), key=lambda r: r.sent_s)
-    order = {r.prompt_index: i for i, r in enumerate(done)}
+    order = {r.pair_key: i for i, r in enumerate(done)}
     if arrays.n < PARTS * MIN_PER_PART or len(order) != arrays.n:
         return None
-    by_send = np.argsort([order[int(p)] for p in arrays.prompt_index], kind="stable")
+    by_send = np.argsort([order[(int(p), int(t))] for p, t in arrays.keys], kind="stable")
     parts = np.array_split(by_send, PARTS)
     figure = _decode_speed
     parts_tok_s = [float(figure(arrays, part[None, :])[0]) for part in parts]

@@ -111,7 +111,7 @@ class RequestArrays:
     """Completed measured requests of one run as aligned arrays (NaN where a value is absent),
     plus the run's duration, which its headline rates divide by."""
 
-    prompt_index: np.ndarray
+    keys: np.ndarray  # each request's RequestRecord.pair_key, one row (prompt index, turn) each
     prompt_tokens: np.ndarray
     completion_tokens: np.ndarray
     ttft_ms: np.ndarray
@@ -121,32 +121,33 @@ class RequestArrays:
 
     @property
     def n(self) -> int:
-        return len(self.prompt_index)
+        return len(self.keys)
 
 
 def request_arrays(
-    records: Sequence[RequestRecord], prompts: set[int] | None = None
+    records: Sequence[RequestRecord], prompts: set[tuple[int, int]] | None = None
 ) -> RequestArrays:
-    """Completed measured requests (optionally only `prompts`), sorted by prompt index so two
-    runs of the same prompts line up; duration spans the measured requests kept, as in
-    compute_metrics (all of them when `prompts` is None)."""
+    """Completed measured requests (optionally only those whose pair keys are in `prompts`),
+    sorted by pair key so two runs of the same prompts (and conversation turns) line up;
+    duration spans the measured requests kept, as in compute_metrics (all of them when
+    `prompts` is None)."""
     measured = [r for r in records if not r.warmup]
     if prompts is not None:
-        measured = [r for r in measured if r.prompt_index in prompts]
+        measured = [r for r in measured if r.pair_key in prompts]
     ends = [r.sent_s + r.e2e_s for r in measured if r.e2e_s is not None]
     starts = [r.sent_s for r in measured]
     duration = (max(ends) - min(starts)) if ends and starts else 0.0
     done, seen = [], set()
-    for r in sorted((r for r in measured if r.status == OK), key=lambda r: r.prompt_index):
-        if r.prompt_index not in seen:  # one request per prompt for pairing
-            seen.add(r.prompt_index)
+    for r in sorted((r for r in measured if r.status == OK), key=lambda r: r.pair_key):
+        if r.pair_key not in seen:  # one request per prompt (and turn) for pairing
+            seen.add(r.pair_key)
             done.append(r)
 
     def column(values) -> np.ndarray:
         return np.array([math.nan if v is None else float(v) for v in values], dtype=float)
 
     return RequestArrays(
-        prompt_index=np.array([r.prompt_index for r in done], dtype=int),
+        keys=np.array([r.pair_key for r in done], dtype=int).reshape(len(done), 2),
         prompt_tokens=column(r.prompt_tokens or 0 for r in done),
         completion_tokens=column(r.completion_tokens or 0 for r in done),
         ttft_ms=column(None if r.ttft_s is None else r.ttft_s * 1000 for r in done),
