@@ -21,8 +21,8 @@ def dag(empty_workdir):
 
 
 def test_the_default_has_its_cells_series_and_searches(dag):
-    # 9 cells (2 floor runs), 12 sweep points (4 floor runs) in 3 series
-    assert len(dag.cells) == 21 and len(dag.series) == 3 and len(dag.searches) == 2
+    # 13 cells (2 floor runs), 12 sweep points (4 floor runs) in 3 series
+    assert len(dag.cells) == 25 and len(dag.series) == 3 and len(dag.searches) == 2
     point = next(cell for cell in dag.cells if cell.endswith("__sweep-c4"))
     assert dag.series_of(point) and dag.series_of(next(iter(dag.cells))) is None
     assert dag.series_input_args(dag.series_of(point)).startswith("--engine ")

@@ -345,10 +345,8 @@ def test_the_front_page_leaves_out_a_gain_by_content_without_rows(cells, tmp_pat
 # front_page.answer_rows reads `shown_when_filled` after pd.to_numeric(errors="coerce") made
 # the blanks NaN, and NaN is truthy: `frame[c].astype(bool).any()` holds for an all-blank
 # column (kept) and fails for an all-0.0 one (dropped).
-BLANK_IS_TRUTHY = "front_page.answer_rows: astype(bool) of a numeric column (NaN is truthy)"
 
 
-@pytest.mark.xfail(strict=True, reason=BLANK_IS_TRUTHY)
 def test_the_front_page_leaves_out_the_hit_column_where_no_turn_has_one(cells, tmp_path):
     turns = by_turn_table([conversation(cells, "lc-off", None)])
     assert turns["prefix_cache_hit_pct"].isna().all()
@@ -357,7 +355,6 @@ def test_the_front_page_leaves_out_the_hit_column_where_no_turn_has_one(cells, t
     assert "<th>prefix_cache_hit_pct</th>" not in html
 
 
-@pytest.mark.xfail(strict=True, reason=BLANK_IS_TRUTHY)
 def test_the_front_page_keeps_a_hit_column_of_zeros(cells, tmp_path):
     """The cache off, the engine counting: 0 % at every turn is a measurement, not a blank."""
     turns = by_turn_table([conversation(cells, "lc-off", [0.0, 0.0, 0.0])])

@@ -134,6 +134,11 @@ def _load_text(value: str) -> str:
     return f"{float(value):g}" if value else ""
 
 
+def _filled(value: object) -> bool:
+    """A cell with a figure or text (a 0 % is a figure; blank and NaN are none)."""
+    return not (value == "" or pd.isna(value))
+
+
 def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
     """The rows of one answer's table the front page shows (numbers as numbers)."""
     table = ANSWER_TABLES[stem]
@@ -142,7 +147,7 @@ def answer_rows(stem: str, path: str | Path) -> pd.DataFrame:
         frame[column] = frame[column].map(_load_text)
     for column in table.numbers:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")  # "": not measured
-    empty = [c for c in table.shown_when_filled if not frame[c].astype(bool).any()]
+    empty = [c for c in table.shown_when_filled if not frame[c].map(_filled).any()]
     return frame.drop(columns=empty)
 
 
