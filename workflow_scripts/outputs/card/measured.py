@@ -191,8 +191,9 @@ def by_turn_section(metrics: CellMetrics) -> Section | None:
     ]
     header = ("Turn", "Requests", "TTFT median (p90 / p99)", "TPOT median (p90 / p99)", "Hit %")
     note = (
-        "Each request of turn k carries the conversation's first k human turns and the "
-        "dataset's own answers between them; a cache that holds the earlier turns leaves only "
+        "Each request of turn k carries the conversation's first k human turns and the answers "
+        "between them (the dataset's, or the model's own with `history: model`); a cache that "
+        "holds the earlier turns leaves only "
         f"the new one to prefill (prefix cache {metrics.get('prefix_cache') or 'unknown'})."
     )
     return Section("Conversations by turn", header, rows, paragraphs=[note])
