@@ -10,6 +10,7 @@ exact messages its turn sent."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 
@@ -29,6 +30,7 @@ from workflow_scripts.cell.context_guard import (
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
+from workflow_scripts.loadgen.closed_loop import schedule
 from workflow_scripts.loadgen.command import client_argv
 from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
@@ -127,6 +129,26 @@ def test_sessions_replay_against_the_law_standin(sharegpt, tmp_path):
     assert all(row["ttft_ms"]["count"] == row["requests"] for row in by_turn)
     # the stand-in's timings carry no cache_n without --law-prefix-cache: nothing reported
     assert not any("prefix_cache_hit_pct" in row for row in by_turn)
+
+
+def test_under_poisson_arrivals_a_session_starts_at_its_scheduled_time(sharegpt, tmp_path):
+    """With `request_rate` each session's first turn records its Poisson arrival (`scheduled_s`)
+    and is sent at it; its later turns wait for an answer, not a clock, and record none; the
+    send lag is over the first turns alone."""
+    prompts = load_dataset(spec(sharegpt), 6).prompts
+    settings = LoadSettings(
+        base_url="", concurrency=3, max_tokens=MAX_TOKENS, request_rate=20.0, warmup_requests=0
+    )
+    planned = schedule(prompts, settings)
+    with law_server(FAST, False, tmp_path) as url:
+        settings = dataclasses.replace(settings, base_url=url)
+        load = run_load(settings, prompts, RunOptions(progress=False))
+    firsts = sorted((r for r in load.records if r.turn == 1), key=lambda r: r.session)
+    assert [r.scheduled_s for r in firsts] == planned
+    assert all(r.sent_s >= r.scheduled_s for r in firsts)
+    assert all(r.scheduled_s is None for r in load.records if r.turn > 1)
+    lag = compute_metrics(load.records)["send_lag_ms"]
+    assert lag is not None and 0 <= lag["p50"] <= lag["p99"]
 
 
 def test_by_turn_is_null_outside_conversations_and_reads_the_cache_per_turn():

@@ -72,6 +72,8 @@ async def measured(
                 return False
             index = firsts[position] + turn - 1
             record = RequestRecord(index, prompt.index, session=position, turn=turn)
+            if turn == 1 and arrivals is not None:  # a session starts at its arrival
+                record.scheduled_s = arrivals[position]
             records.append(record)
             body = request_body(spec, prompt.text, talk.messages_for(turn, answers))
             sending = keeping if talk.history == MODEL_HISTORY else spec
