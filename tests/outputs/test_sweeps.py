@@ -24,9 +24,10 @@ from workflow_scripts.outputs import front_page as front_page_module
 from workflow_scripts.outputs import labels, stats, sweeps
 from workflow_scripts.outputs.card import build_card, render_markdown
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, SLOWER
+from workflow_scripts.outputs.spec_gain import RANDOM_TOKENS_FLAG
 from workflow_scripts.outputs.sweeps.files import write_sweeps
 from workflow_scripts.slo.bounds import wilson_interval
-from workflow_scripts.vocabulary import Status
+from workflow_scripts.vocabulary import RANDOM_TOKENS, Status
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LOADS = [1, 2, 4, 8]
@@ -244,6 +245,21 @@ def test_the_crossover_in_each_case(draft, summary, last, first, monotone):
         assert row["first_not_faster_gain_pct"] == at["decode_gain_pct"]
         assert row["first_not_faster_verdict"] in (SLOWER, NO_DIFFERENCE)
     assert row["interval_source"] == "repeats, 3 + 3 runs"
+
+
+def test_a_series_on_random_tokens_is_labelled_at_each_point_and_in_its_crossover():
+    """A drafter's gain on random prompts is not its gain on text: each point's flags and the
+    series' crossover say so; on text neither does."""
+    tpot = [20.0] * len(LOADS)
+    base, base_m = done_series(False, [10] * len(LOADS), tpot)
+    draft, draft_m = done_series(True, [15] * len(LOADS), tpot)
+    random_m = [{**m, "content": RANDOM_TOKENS} for m in draft_m]
+    tables = sweeps.sweep_tables(base_m + random_m, base + draft, {})
+    assert all(RANDOM_TOKENS_FLAG in flags for flags in tables.spec_gain_sweep["flags"])
+    crossover = tables.spec_crossover.iloc[0]["summary"]
+    assert crossover == f"faster at every point; {RANDOM_TOKENS_FLAG}"
+    on_text = sweeps.sweep_tables(base_m + draft_m, base + draft, {})
+    assert on_text.spec_crossover.iloc[0]["summary"] == "faster at every point"
 
 
 def test_the_gain_row_has_spec_gains_gain_verdict_and_tpot_change():

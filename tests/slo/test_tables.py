@@ -21,10 +21,12 @@ from workflow_scripts.outputs.slo_tables import (
     slo_row,
     write_slo_tables,
 )
+from workflow_scripts.outputs.spec_gain import RANDOM_TOKENS_FLAG
 from workflow_scripts.slo.objectives import Slo
 from workflow_scripts.slo.point import evaluate_point
 from workflow_scripts.slo.search import Step, next_probe
 from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.vocabulary import RANDOM_TOKENS
 
 GOAL = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 52}})
 SPEC = search_settings(over="concurrency", min=1, max=64)
@@ -173,6 +175,16 @@ def test_the_drafter_at_the_goal_edge_cases():
     tighter = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 40}})
     other = drafter_goal_rows([searched(10, 4, slo=tighter), drafter])[0]
     assert other["flags"] == "base series under another goal or axis"
+
+
+def test_a_drafter_searched_on_random_tokens_is_labelled_so():
+    """The drafter at the goal on random prompts carries spec_gain's label; on text it does not
+    (the content comes from the series' search file)."""
+    base = replace(searched(10, 4), content=RANDOM_TOKENS)
+    drafter = replace(searched(5, 3, drafter="ngram"), content=RANDOM_TOKENS)
+    assert drafter_goal_rows([base, drafter])[0]["flags"] == RANDOM_TOKENS_FLAG
+    on_text = replace(drafter, content="chat")
+    assert drafter_goal_rows([base, on_text])[0]["flags"] == ""
 
 
 def test_both_tables_on_disk(tmp_path):

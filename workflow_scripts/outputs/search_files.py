@@ -67,6 +67,7 @@ def search_record(search: Search) -> dict[str, Any]:
         "quant": cell.quant,
         "drafter": cell.drafter,
         "workload": search.workload,
+        "content": cell.workload_spec.dataset.content_label,
         "slo": search.slo.to_dict(),
         "search": search.settings.to_dict(),
     }
@@ -290,6 +291,7 @@ class SearchOutcome:
     plan: Plan
     results: Mapping[ProbeKey, PointResult]
     failed: Mapping[ProbeKey, str] = field(default_factory=dict)
+    content: str | None = None  # what its prompts are (DatasetSettings.content_label)
 
     def at(self, load: Any) -> PointResult | None:
         """The result the walk last measured at `load` (its last extension)."""
@@ -323,6 +325,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
         plan=plan,
         results=results,
         failed=failed,
+        content=search.get("content"),
     )
 
 

@@ -18,9 +18,10 @@ from ..config.search import load_label
 from ..slo.bounds import CONFIDENCE
 from ..slo.point import PointResult
 from ..slo.search import ProbeKey, SearchSettings, Step
-from ..vocabulary import NO_DRAFTER
+from ..vocabulary import NO_DRAFTER, RANDOM_TOKENS
 from .search_files import SearchOutcome
 from .slo_text import attainment_text, objective_text
+from .spec_gain import RANDOM_TOKENS_FLAG
 from .writers import to_markdown, write_table
 
 SLO_CSV_COLUMNS = [
@@ -233,6 +234,8 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
             flags.append(
                 "base series under another goal or axis" if candidates else "no base series"
             )
+        if d.content == RANDOM_TOKENS:
+            flags.append(RANDOM_TOKENS_FLAG)
         b_answer = base.at(base.plan.largest_passing) if base else None
         d_answer = d.at(d.plan.largest_passing)
         b_decode = b_answer.decode_tok_s if b_answer else None

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ...vocabulary import CellData, point_part
 from ..changes import FASTER
+from ..spec_gain import RANDOM_TOKENS_FLAG
 from .gain import frame_records, series_pairs
 from .points import sweep_points
 
@@ -92,6 +93,12 @@ def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
     return "; ".join(parts)
 
 
+def random_tokens_note(rows: Sequence[dict]) -> str:
+    """The label a series on random tokens carries (spec_gain's flag on its points)."""
+    flagged = any(RANDOM_TOKENS_FLAG in (r.get("flags") or "") for r in rows)
+    return f"; {RANDOM_TOKENS_FLAG}" if flagged else ""
+
+
 def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.DataFrame) -> dict:
     """One drafter series' crossover from its spec_gain_sweep rows (in load order): the last
     point it is faster at and the first it is not (points without a verdict are skipped), with
@@ -111,7 +118,8 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
         "last_faster": last[axis] if last else None,
         "first_not_faster": first[axis] if first else None,
         "summary": crossover_summary([(r["point"], r.get("verdict")) for r in rows])
-        + disturbed_note(shaky),
+        + disturbed_note(shaky)
+        + random_tokens_note(rows),
         "outputs": outputs_summary([(r["point"], r.get("outputs")) for r in rows]),
         "monotone": flags == sorted(flags, reverse=True) if judged else None,
         "first_not_faster_verdict": first["verdict"] if first else None,
