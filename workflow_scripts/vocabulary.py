@@ -394,6 +394,9 @@ class CellMetrics(TypedDict, total=False):
     engine_setup_sha256: str
     by_turn: list[dict[str, Any]] | None  # conversations: per turn index (loadgen.metrics)
     context_guard: dict[str, Any]
+    # a trace's prompts fitted to input_length (cell/trace_fit.py): {method: "engine tokenizer"
+    # | "estimate", abs_error_tokens: {p50, max} | None, blocks | reason}; absent: no trace
+    trace_fit: dict[str, Any]
     client: dict[str, Any]
     interference: dict[str, Any]
     repeats: dict[str, Any]

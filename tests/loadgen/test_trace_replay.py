@@ -135,10 +135,11 @@ SLOTS = 8
 
 
 @contextlib.contextmanager
-def law_server(log_dir, law: Law = FAST) -> Iterator[str]:
+def law_server(log_dir, law: Law = FAST, context: int = 8192) -> Iterator[str]:
+    """The stand-in with SLOTS slots sharing `context` tokens."""
     port = free_port()
     argv = [sys.executable, str(SERVER), *law.argv(False)]
-    argv += ["--port", str(port), "--parallel", str(SLOTS), "-c", "8192"]
+    argv += ["--port", str(port), "--parallel", str(SLOTS), "-c", str(context)]
     server = ServerProcess(argv, log_dir / f"law-{port}.log")
     with running(server):
         url = f"http://127.0.0.1:{port}"

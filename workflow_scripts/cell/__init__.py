@@ -1,7 +1,8 @@
 """The run of one cell (`run`, its rule's work from plain values in `jobs`) and what it leaves
-behind (`record`): one measured attempt and measuring again while disturbed (`attempts`), prompts
-checked against the server's context (`context_guard`), speculative-decoding acceptance
-(`specdecode`), per-cell failure counters that make the next run retry a failed step
-(`failures`), a sweep's series sharing one server (`series`, `shared`), one run at a time in a
-results directory (`results_dir`) and SIGTERM forwarded to the running jobs (`interrupt`). The
-server's process, ports and memory sampling are the process layer below (`process/`)."""
+behind (`record`): one measured attempt and measuring again while disturbed (`attempts`),
+prompts checked against the server's context (`context_guard`), a replayed trace's prompts
+fitted in the engine's own tokens (`trace_fit`), speculative-decoding acceptance (`specdecode`),
+per-cell failure counters that make the next run retry a failed step (`failures`), a sweep's
+series sharing one server (`series`, `shared`), one run at a time in a results directory
+(`results_dir`) and SIGTERM forwarded to the running jobs (`interrupt`). The server's process,
+ports and memory sampling are the process layer below (`process/`)."""

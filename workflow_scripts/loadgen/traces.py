@@ -9,7 +9,7 @@ import csv
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -163,14 +163,44 @@ _PIECE = re.compile(r"\S+\s*")
 
 
 @dataclass(frozen=True)
+class TraceSpan:
+    """A part of a replayed prompt: `words` whole words of the content from word `start` (read
+    cyclically); `block`: the Mooncake block id it is the text (or, last, a head) of; None: a
+    fresh span."""
+
+    block: int | None
+    start: int
+    words: int
+
+
+@dataclass(frozen=True)
+class TraceLayout:
+    """How a replayed prompt's text is made, so that it can be fitted in an engine's own tokens
+    (cell/trace_fit.py): its `input_length`, its spans in order (all but the last: whole
+    blocks; the last: a head of its last block, or a fresh span), and the content's words the
+    spans index (one tuple shared by every request; left out of comparisons)."""
+
+    input_length: int
+    spans: tuple[TraceSpan, ...]
+    content: tuple[str, ...] = field(compare=False, repr=False)
+
+    def text(self, span: TraceSpan, words: int | None = None) -> str:
+        """The span's first `words` words (None: its own count), each with its whitespace."""
+        n = len(self.content)
+        count = span.words if words is None else words
+        return "".join(self.content[(span.start + i) % n] for i in range(count))
+
+
+@dataclass(frozen=True)
 class TraceText:
     """A replayed request: the trace's line, its planned send time from the run's start, its
-    prompt text and its output length in tokens."""
+    prompt text, its output length in tokens, and how its text is made."""
 
     line: int
     at_s: float
     text: str
     output_length: int
+    layout: TraceLayout | None = None
 
 
 class _Content:
@@ -178,7 +208,7 @@ class _Content:
     text back), read cyclically from a cursor: each call to `take` gives the next fresh span."""
 
     def __init__(self, texts: list[str], tokens_per_char: float) -> None:
-        self.pieces = _PIECE.findall("\n\n".join(texts))
+        self.pieces = tuple(_PIECE.findall("\n\n".join(texts)))
         self.chars_per_token = 1.0 / tokens_per_char
         self.total_chars = sum(len(p) for p in self.pieces)
         self.cursor = 0
@@ -187,8 +217,10 @@ class _Content:
     def chars(self, tokens: int) -> float:
         return tokens * self.chars_per_token
 
-    def take(self, tokens: int) -> list[str]:
-        """Whole words from the cursor until they hold `tokens` tokens' worth of characters."""
+    def take(self, tokens: int) -> tuple[int, list[str]]:
+        """Whole words from the cursor until they hold `tokens` tokens' worth of characters, and
+        the index of the first."""
+        start = self.cursor % len(self.pieces)
         want, out, size = self.chars(tokens), [], 0
         while size < want:
             if self.cursor == len(self.pieces):
@@ -197,7 +229,7 @@ class _Content:
             self.cursor += 1
             out.append(piece)
             size += len(piece)
-        return out
+        return start, out
 
     @staticmethod
     def cut(pieces: list[str], chars: float) -> list[str]:
@@ -222,7 +254,7 @@ def trace_texts(
     `input_length`. Refused, naming the line, when the request needs more text than the
     content holds, or its `hash_ids` do not cover its `input_length` block by block."""
     content = _Content(texts, tokens_per_char)
-    blocks: dict[int, list[str]] = {}
+    blocks: dict[int, tuple[int, list[str]]] = {}
     out = []
     for r in requests:
         where = _where(source, r.line)
@@ -233,7 +265,8 @@ def trace_texts(
                 f"{content.total_chars}"
             )
         if not r.hash_ids:
-            pieces = content.take(r.input_length)
+            start, pieces = content.take(r.input_length)
+            spans = [TraceSpan(None, start, len(pieces))]
         else:
             full = MOONCAKE_BLOCK_TOKENS * (len(r.hash_ids) - 1)
             if not 0 < r.input_length - full <= MOONCAKE_BLOCK_TOKENS:
@@ -244,9 +277,15 @@ def trace_texts(
             for block in r.hash_ids:
                 if block not in blocks:
                     blocks[block] = content.take(MOONCAKE_BLOCK_TOKENS)
-            pieces = [p for block in r.hash_ids[:-1] for p in blocks[block]]
-            pieces += content.cut(blocks[r.hash_ids[-1]], content.chars(r.input_length - full))
-        out.append(TraceText(r.line, r.at_s, "".join(pieces).rstrip(), r.output_length))
+            pieces = [p for block in r.hash_ids[:-1] for p in blocks[block][1]]
+            start, last = blocks[r.hash_ids[-1]]
+            head = content.cut(last, content.chars(r.input_length - full))
+            pieces += head
+            spans = [TraceSpan(b, blocks[b][0], len(blocks[b][1])) for b in r.hash_ids[:-1]]
+            spans.append(TraceSpan(r.hash_ids[-1], start, len(head)))
+        layout = TraceLayout(r.input_length, tuple(spans), content.pieces)
+        text = "".join(pieces).rstrip()
+        out.append(TraceText(r.line, r.at_s, text, r.output_length, layout))
     note = (
         f"{len(out)} trace requests, each prompt real text of about its input_length at "
         f"{tokens_per_char} tokens a character"
