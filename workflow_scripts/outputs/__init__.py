@@ -12,5 +12,5 @@ goal files, judgements, the walk of its probes), each cell judged against its go
 (`slo_cells`, read as table text by `slo_text`) and the goal tables, each series' largest load
 within its goal and the drafter at the goal (`slo_tables`); output fidelity, each compared cell
 against its reference with the speed-fidelity frontier (`fidelity_tables`, drawn by
-`fidelity_plot`). What the Snakefile needs while it is
-parsed is in `labels`, which imports neither pandas nor matplotlib."""
+`fidelity_plot`); conversations' TTFT and prefix-cache hit by turn (`conversations`). What the
+Snakefile needs while it is parsed is in `labels`, which imports neither pandas nor matplotlib."""
