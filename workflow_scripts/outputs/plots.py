@@ -224,17 +224,20 @@ def peak_memory_figure(summary: pd.DataFrame):
 def concurrency_series(
     summary: pd.DataFrame, sweep_points: Collection[str] = ()
 ) -> dict[str, pd.DataFrame]:
-    """Cells that differ only in concurrency, as series with at least two concurrencies; a
-    sweep's points (`sweep_points`, their cell ids) are left to the sweep figures."""
+    """Cells that differ only in concurrency (on one kind of content, as
+    labels.matrix_sweeps_concurrency), as series with at least two concurrencies; a sweep's
+    points (`sweep_points`, their cell ids) are left to the sweep figures."""
     done = summary[
         (summary["status"] == Status.DONE)
         & summary["concurrency"].notna()
         & ~summary["cell"].isin(set(sweep_points))
     ]
+    keys = ["model", "engine", "quant", "drafter", "content"]
     series = {}
-    for key, group in done.groupby(["model", "engine", "quant", "drafter"], sort=False):
-        if group["concurrency"].nunique() >= 2:
-            series[" · ".join(map(str, key))] = group.sort_values("concurrency")
+    for key, group in done.groupby([k for k in keys if k in done], sort=False, dropna=False):
+        if group["concurrency"].nunique() >= 2:  # named without a content the table lacks
+            named = [str(part) for part in key if isinstance(part, str)]
+            series[" · ".join(named)] = group.sort_values("concurrency")
     return series
 
 
