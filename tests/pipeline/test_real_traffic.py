@@ -114,8 +114,9 @@ def conversation_cells(run: PipelineRun) -> dict[str, Cell]:
 
 def test_a_later_turn_is_served_from_the_cache_only_when_it_is_on(traffic_run):
     """Turn 2 resends turn 1 and the model's answer to it: with the cache on, llama-server's
-    `timings` say some of its prompt came from the cache; with the adapter's cache-off settings, none did.
-    Every record names its session and turn; the by-turn table has each cell's turns."""
+    `timings` say some of its prompt came from the cache; with the adapter's cache-off
+    settings, none did. Every record names its session and turn; the by-turn table has each
+    cell's turns."""
     cells = conversation_cells(traffic_run)
     by_turn = summary_rows(traffic_run, "by_turn")
     for engine, cell in cells.items():
