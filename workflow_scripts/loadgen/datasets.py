@@ -1,5 +1,12 @@
-"""Prompt sources: ShareGPT V3 (truncated file recovered), HumanEval's code problems, random
-synthetic, JSONL."""
+"""Prompt sources: ShareGPT V3 (truncated file recovered; its first turns, whole conversations
+and shared prefixes), HumanEval's code problems, random synthetic, JSONL, a trace's requests
+filled with one of them (the trace itself is read in `traces`).
+
+One piece although over 450 lines: every source makes the same records (`Prompt`, `Dataset`,
+`Conversation`) and raises the same `DatasetError`, and `load_dataset` dispatches to each, so a
+source moved out would import those back from here while this module imports it: a cycle. The
+split that holds is the records and error into a module of their own, the sources beside them;
+it is the next change here, not made at this stop for want of time to test it whole."""
 
 from __future__ import annotations
 
