@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from workflow_scripts.loadgen.traces import (
+    MAX_TRACE_BYTES,
     MOONCAKE_BLOCK_TOKENS,
     TraceError,
     read_trace,
     window,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "traces"
 MOONCAKE = FIXTURES / "mooncake.jsonl"
 BURSTGPT = FIXTURES / "burstgpt.csv"
 
@@ -106,6 +111,14 @@ def burstgpt_with(tmp_path, header: str | None = None, row: str | None = None) -
         ("-6,GPT-4,417,9,426,API log", "`Timestamp` is negative"),
         ("2,GPT-4,417,9,426,API log", "time goes back"),
         ("soon,GPT-4,417,9,426,API log", "`Timestamp` must be a number"),
+        (
+            "6,GPT-4,4e1,9,426,API log",
+            "`Request tokens` must be a whole number of tokens, got '4e1'",
+        ),
+        (
+            "6,GPT-4,417,9.0,426,API log",
+            "`Response tokens` must be a whole number of tokens, got '9.0'",
+        ),
     ],
 )
 def test_each_bad_burstgpt_line_is_refused_by_its_line(tmp_path, row, said):
@@ -113,6 +126,13 @@ def test_each_bad_burstgpt_line_is_refused_by_its_line(tmp_path, row, said):
     with pytest.raises(TraceError) as caught:
         read_trace(path, "burstgpt")
     assert f"{path}:4:" in str(caught.value) and said in str(caught.value)
+
+
+def test_a_row_csv_cannot_read_is_refused_by_its_line(tmp_path):
+    """A field past csv's limit (131,072 characters) used to end the read in a bare csv.Error."""
+    path = burstgpt_with(tmp_path, row="6,GPT-4," + "7" * 200_000 + ",9,426,API log")
+    with pytest.raises(TraceError, match=r"bad\.csv:4: not CSV \(field larger than field limit"):
+        read_trace(path, "burstgpt")
 
 
 def test_a_missing_burstgpt_column_is_refused_by_name(tmp_path):
@@ -150,3 +170,75 @@ def test_an_empty_or_impossible_window_is_refused():
     for bad in ({"start_s": -1.0}, {"duration_s": 0.0}, {"time_scale": 0.0}):
         with pytest.raises(TraceError, match="a window needs"):
             window(trace, **bad)
+
+
+def test_a_time_the_scale_takes_past_any_number_is_refused_naming_the_line():
+    """BurstGPT's seconds x 1e308 overflow to infinity: a request due at `inf` would be waited
+    for without end."""
+    with pytest.raises(TraceError, match=r"^line 2: its time x time_scale 1e\+308 is past any"):
+        window(read_trace(BURSTGPT, "burstgpt"), time_scale=1e308)
+
+
+# -- what is read at all: a regular UTF-8 file within the cap, and never a hang ------------------
+
+# read_trace in a child bounded in memory and time, so a reader that reads /dev/zero to the end
+# fails there (MemoryError) and one that blocks opening a named pipe is killed at the timeout,
+# instead of taking the suite with it.
+BOUNDED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from workflow_scripts.loadgen.traces import TraceError, read_trace
+try:
+    read_trace(sys.argv[1], sys.argv[2])
+except TraceError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+BOUND_S = 30
+
+
+def refusal(path: Path | str, fmt: str = "mooncake") -> str:
+    """What read_trace refused `path` with, read in a bounded child."""
+    proc = subprocess.run(
+        [sys.executable, "-c", BOUNDED, str(path), fmt],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    return proc.stdout.strip()
+
+
+def test_only_a_regular_file_is_opened_and_a_pipe_or_a_device_never_blocks_or_floods(tmp_path):
+    """Real OS objects: a named pipe no one writes to (opening it to read blocks for ever) and
+    /dev/zero (it reads until memory runs out)."""
+    pipe = tmp_path / "trace.jsonl"
+    os.mkfifo(pipe)
+    assert refusal(pipe) == f"{pipe}: a named pipe, not a regular file"
+    assert refusal("/dev/zero") == "/dev/zero: a device, not a regular file"
+    assert refusal(tmp_path) == f"{tmp_path}: a directory, not a regular file"
+    assert refusal(tmp_path / "none.csv", "burstgpt") == f"{tmp_path / 'none.csv'}: no such file"
+
+
+def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path):
+    """A sparse file one byte over the cap: its size is known without reading it."""
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_TRACE_BYTES + 1)
+    assert refusal(path) == (
+        f"{path}: {MAX_TRACE_BYTES + 1} bytes, over the 256 MiB a trace may have (cut it to the "
+        "window you replay)"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["mooncake", "burstgpt"])
+def test_bytes_that_are_not_utf8_are_refused_naming_the_line(tmp_path, fmt):
+    source = MOONCAKE if fmt == "mooncake" else BURSTGPT
+    lines = source.read_bytes().split(b"\n")
+    lines[3] += b" caf\xe9"  # line 4 ends in a Latin-1 e-acute
+    path = tmp_path / source.name
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(TraceError) as caught:
+        read_trace(path, fmt)
+    assert str(caught.value) == f"{path}:4: not UTF-8 text (byte 0xe9)"

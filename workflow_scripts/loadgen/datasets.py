@@ -271,6 +271,7 @@ def load_trace(spec: dict[str, Any], num_prompts: int) -> Dataset:
             float(spec.get("start_s", 0.0)),
             spec.get("duration_s"),
             float(spec.get("time_scale", 1.0)),
+            path,
         )
         if num_prompts > len(requests):
             raise TraceError(f"asked for {num_prompts} prompts, the window has {len(requests)}")
