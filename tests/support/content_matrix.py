@@ -1,7 +1,7 @@
 """A small config whose cells span every kind of content and the prefix cache on and off, for
 the content, conversation and prefix-cache tests: loaded through the real config code
 (`load_cells`), with hand-made metrics for its cells. Nothing here launches a server; the
-weights and binaries it names do not exist."""
+weights and binaries it names do not exist (the trace files are the test fixtures)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ ENGINES = {
         "sglang", context_length=4096, mem_fraction_static=0.8, disable_radix_cache=True
     ),
 }
+# A trace's file is read when the config is validated: the fixtures'.
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+TRACES = {
+    "mooncake": str(_FIXTURES / "mooncake.jsonl"),
+    "burstgpt": str(_FIXTURES / "burstgpt.csv"),
+}
 # content label -> the workload that sends it (DatasetSettings.content_label)
 WORKLOADS = {
     "chat": _load(2, kind="sharegpt"),
@@ -42,8 +48,10 @@ WORKLOADS = {
     "code": _load(2, kind="humaneval"),
     "rand": _load(2, kind="random", input_len=8),
     "file": _load(2, kind="jsonl", path="prompts.jsonl"),
-    "trace-code": _load(2, kind="trace", format="mooncake", path="t.jsonl", content="humaneval"),
-    "trace-chat": _load(2, kind="trace", format="burstgpt", path="t.csv"),
+    "trace-code": _load(
+        2, kind="trace", format="mooncake", path=TRACES["mooncake"], content="humaneval"
+    ),
+    "trace-chat": _load(2, kind="trace", format="burstgpt", path=TRACES["burstgpt"]),
     "sweep": _load([1, 2], kind="humaneval"),  # its points are cells with a `sweep`
 }
 CONFIG = {

@@ -25,7 +25,7 @@ from ..vocabulary import (
     RunSettings,
     SweepPoint,
 )
-from . import bounded_yaml, checks, probes, secrets, sweeps
+from . import bounded_yaml, checks, probes, secrets, sweeps, traces
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
 from .schema import check_schema
@@ -117,6 +117,7 @@ def _check_references(config: dict[str, Any]) -> None:
     for name, workload in config["workloads"].items():
         sweeps.check_workload(name, workload)
         probes.check_search_workload(name, workload)
+        traces.check_trace_workload(name, workload)
 
 
 @dataclass(frozen=True)
@@ -387,6 +388,7 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
             explicit_quant = choice.quant and not choice.where.endswith(".matrix")
             where = f"{choice.where}.quant" if explicit_quant else choice.where
             checks.check_weights_format(cell, where)
+            traces.check_trace_context(config["workloads"], cell, choice.where)
         workload = config["workloads"][cell.workload]
         if probes.searching(workload) and not cell.blocked:
             claim_id(seen, cell, choice.where)

@@ -227,6 +227,9 @@ class EngineAdapter:
     # Context per request. Engines that split their context across slots (llama.cpp) set
     # `splits_context` and override these; the others give every sequence the whole context.
     splits_context: ClassVar[bool] = False
+    # The setting that bounds one request's prompt + answer in tokens on the whole server (a
+    # slot of llama.cpp's holds less: the context guard's part), read at plan time; None: none.
+    context_setting: ClassVar[str | None] = None
 
     def per_slot_context(self, cell: Cell) -> int | None:
         """Per-request context implied by the config, before the server runs."""

@@ -61,6 +61,7 @@ class LlamaCppAdapter(EngineAdapter):
     default_port = 8080
     api_key_env_var = "LLAMA_API_KEY"
     splits_context = True
+    context_setting = "ctx_size"
     weight_formats = frozenset({"gguf"})
     # no reuse of a slot's cached prefix, no host-memory prompt cache
     prefix_cache_off = {"cache_prompt": False, "cache_ram": 0}

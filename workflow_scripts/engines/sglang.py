@@ -64,6 +64,7 @@ class SglangAdapter(HubModelAdapter):
     docker_args = ("--shm-size", "32g")
     weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file
     prefix_cache_off = {"disable_radix_cache": True}
+    context_setting = "context_length"
     prefix_cache_path = "/metrics"  # only with `--enable-metrics` (settings: enable_metrics)
     setting_types = {
         "port": ("integer",),

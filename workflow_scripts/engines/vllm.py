@@ -48,6 +48,7 @@ class VllmAdapter(HubModelAdapter):
     api_key_env_var = "VLLM_API_KEY"
     weight_formats = frozenset({"hf", "gguf"})  # a GGUF as one local file (experimental)
     prefix_cache_off = {"enable_prefix_caching": False}
+    context_setting = "max_model_len"
     prefix_cache_path = "/metrics"
     setting_types = {
         "port": ("integer",),
