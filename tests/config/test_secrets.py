@@ -150,6 +150,29 @@ SECRETS = [
         setter(["drafters", "ngram", "for_engine_kind", "vllm", "settings", "hf_token"], "x"),
         "drafters.ngram.for_engine_kind.vllm.settings.hf_token",
     ),
+    (
+        "a key as a workload's name",
+        lambda c: c["workloads"].update({KEY: c["workloads"]["c4"]}),
+        f"'workloads (name #{len(default_config()['workloads']) + 1})'",
+    ),
+    (
+        "a hub token as a quant's name",
+        lambda c: c["models"]["gemma3-270m"]["quants"].update({HF: {"weights": {}}}),
+        "'models.gemma3-270m.quants (name #2)'",
+    ),
+    (
+        "a hub token in a dataset's path",
+        setter(["workloads", "c4", "dataset", "path"], f"/data/{HF}/sharegpt.json"),
+        "'workloads.c4.dataset.path'",
+    ),
+    (
+        "a key in a trace's path",
+        setter(
+            ["workloads", "c4", "dataset"],
+            {"kind": "trace", "format": "mooncake", "path": f"traces/{KEY}.jsonl"},
+        ),
+        "'workloads.c4.dataset.path'",
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """No secret in a config: every place a config puts text on a server's command line or into
 its environment (settings become flags, extra_args and docker options are argv, env values reach
-`docker run -e`) is searched for a secret's name or a secret's shape, before the schema check
+`docker run -e`), and the names and dataset paths that reach cell ids, the client's command line
+and the report, is searched for a secret's name or a secret's shape, before the schema check
 (whose messages quote values), so the refusal is the first thing said and it repeats no secret.
 
 A secret written there would be printed by `plan`, recorded in metrics.json, server.log and the
@@ -104,8 +105,37 @@ def _check_engine(name: str, engine: Any) -> None:
             check_args(docker.get(key), f"{where}.docker.{key}")
 
 
+def _check_names(config: dict[str, Any]) -> None:
+    """A name of a model, quant, engine, drafter or workload is part of every cell id: it
+    reaches the plan, the client's command line, folder names and the report. One shaped like a
+    secret is named by its place, not by itself."""
+    places = [(section, config.get(section)) for section in ("models", "engines", "drafters")]
+    places.append(("workloads", config.get("workloads")))
+    for model, entry in _items(config.get("models")):
+        if isinstance(entry, dict):
+            places.append((f"models.{model}.quants", entry.get("quants")))
+    for where, section in places:
+        for number, (name, _) in enumerate(_items(section), start=1):
+            what = secret_text(str(name))
+            if what:
+                raise _refuse(f"{where} (name #{number})", f"a name: {what}")
+
+
+def _check_datasets(workloads: Any) -> None:
+    """A dataset's path reaches the client's command line, metrics.json and the report."""
+    for name, workload in _items(workloads):
+        dataset = workload.get("dataset") if isinstance(workload, dict) else None
+        if isinstance(dataset, dict) and isinstance(dataset.get("path"), str):
+            what = secret_text(dataset["path"])
+            if what:
+                raise _refuse(f"workloads.{name}.dataset.path", what)
+
+
 def check_no_secrets(config: dict[str, Any]) -> None:
-    """Refuse the first secret in engines, cells and drafters, naming its key path."""
+    """Refuse the first secret in names, engines, cells, drafters and dataset paths, naming its
+    key path."""
+    _check_names(config)
+    _check_datasets(config.get("workloads"))
     for name, engine in _items(config.get("engines")):
         _check_engine(name, engine)
     cells = config.get("cells")
