@@ -271,6 +271,19 @@ def test_a_quant_name_follows_the_rule_models_and_workloads_follow(quant):
     assert "must not contain '__'" in message
 
 
+@pytest.mark.parametrize(
+    "name", ["c4\n", "caf\u00e9", "\u04414"], ids=["newline", "e-acute", "cyrillic"]
+)
+def test_a_workload_name_holds_only_ascii_letters_digits_and_the_three_marks(name):
+    """Its message says ASCII (it said "letters", and an accented one is refused), and a name
+    ending in a newline is refused too (`$` matches before one)."""
+    message = refused(mutated(lambda c: c["workloads"].update({name: c["workloads"]["c4"]})))
+    assert message == (
+        f"config key 'workloads.{name}': names may hold ASCII letters, digits, '.', '_' and "
+        "'-', must not contain '__', and start with a letter or digit"
+    )
+
+
 # -- item 7: the listen address -------------------------------------------------------------
 
 HOSTS = [

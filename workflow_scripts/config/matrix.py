@@ -108,9 +108,9 @@ def _check_references(config: dict[str, Any]) -> None:
     for model, spec in config["models"].items():  # a quant name is a file name too
         names += [(f"models.{model}.quants.{quant}", quant) for quant in spec["quants"]]
     for where, name in names:
-        if not _ID_PART.match(name) or "__" in name:
+        if not _ID_PART.fullmatch(name) or "__" in name:  # `$` alone lets "c4\n" by
             raise ConfigError(
-                f"config key '{where}': names may hold letters, digits, '.', '_' "
+                f"config key '{where}': names may hold ASCII letters, digits, '.', '_' "
                 "and '-', must not contain '__', and start with a letter or digit"
             )
     checks.check_cells(config)
