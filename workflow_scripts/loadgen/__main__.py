@@ -247,7 +247,12 @@ def summary(
     """metrics.json: the output contract's names (docs/outputs.md) for what a load test alone can
     know."""
     slo = {k: v for k, v in (("ttft_ms", args.slo_ttft_ms), ("tpot_ms", args.slo_tpot_ms)) if v}
-    metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap, slo=slo or None)
+    metrics = compute_metrics(
+        load.records,
+        hit_time_cap=load.hit_time_cap,
+        slo=slo or None,
+        planned_turns=load.planned_turns,
+    )
     done = metrics["completed"] > 0
     return {
         "status": Status.DONE if done else Status.FAILED,
