@@ -331,13 +331,38 @@ def test_bad_conversations_are_refused_naming_the_key(dataset, workload, expecte
 
 
 @pytest.mark.parametrize(
+    "dataset,expected",
+    [
+        ({"max_turns": 3, "think_time_s": 60}, "60 s x 2 gaps between turns (max_turns 3) = 120 s"),
+        ({"max_turns": 4, "think_time_s": 40}, "40 s x 3 gaps between turns (max_turns 4) = 120 s"),
+        ({"think_time_s": 150}, "150 s x 1 gap between turns (max_turns unset: at least two"),
+    ],
+    ids=["at the cap", "past the cap", "max_turns unset"],
+)
+def test_a_think_time_the_cap_cannot_hold_is_refused_at_plan_time(sharegpt, dataset, expected):
+    """c4's `max_seconds` is 120: a conversation's think time alone, (max_turns - 1) x
+    think_time_s (one gap with max_turns unset), at or past it could never send its last
+    turn. The refusal names both keys and the figures; just under the cap, or one turn (no
+    think time), is planned."""
+    with pytest.raises(ConfigError) as error:
+        configured(spec(sharegpt, **dataset))
+    message = str(error.value)
+    assert "'workloads.c4.dataset.think_time_s'" in message, message
+    assert expected in message and "workloads.c4.max_seconds (120 s)" in message, message
+    for fits in ({"max_turns": 3, "think_time_s": 59.5}, {"max_turns": 1, "think_time_s": 500}):
+        cells = build_cells(configured(spec(sharegpt, **fits)))
+        assert any(c.workload == "c4" for c in cells)
+
+
+@pytest.mark.parametrize(
     "flags",
     [
         ["--dataset", "random", "--conversations"],
         ["--conversations", "--endpoint", "completions"],
         ["--max-turns", "2"],
+        ["--conversations", "--max-turns", "3", "--think-time-s", "5", "--max-seconds", "10"],
     ],
-    ids=["not sharegpt", "completions", "max-turns alone"],
+    ids=["not sharegpt", "completions", "max-turns alone", "think time past the cap"],
 )
 def test_the_cli_refuses_bad_conversations_before_anything_runs(flags, sharegpt, tmp_path):
     """No server listens at the URL: a refusal must come before any request."""

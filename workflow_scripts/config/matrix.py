@@ -117,6 +117,7 @@ def _check_references(config: dict[str, Any]) -> None:
     for name, workload in config["workloads"].items():
         sweeps.check_workload(name, workload)
         probes.check_search_workload(name, workload)
+        checks.check_think_time(name, workload)
 
 
 @dataclass(frozen=True)
