@@ -393,6 +393,10 @@ class CellMetrics(TypedDict, total=False):
     # digest ran one engine setup but for the cache (a `prefix cache` comparison)
     engine_setup_sha256: str
     by_turn: list[dict[str, Any]] | None  # conversations: per turn index (loadgen.metrics)
+    # conversations: how each ended and what became of their turns (loadgen.metrics
+    # conversation_counts); None outside them
+    conversations: dict[str, Any] | None
+    turns: dict[str, int] | None
     context_guard: dict[str, Any]
     # a trace's prompts fitted to input_length (cell/trace_fit.py): {method: "engine tokenizer"
     # | "estimate", abs_error_tokens: {p50, max} | None, blocks | reason}; absent: no trace

@@ -23,6 +23,7 @@ from tests.support.engines import left_behind
 from workflow_scripts.loadgen.__main__ import dataset_from_args, parse_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.datasets import DatasetError, Replay, load_dataset
+from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR, OK
 from workflow_scripts.process.ports import free_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready
@@ -147,12 +148,16 @@ def test_dataset_history_sends_the_datasets_answers(sharegpt, tmp_path):
             assert r.output != law_chain(i, r.turn)[-1]
 
 
-def test_a_failed_turn_is_sent_on_as_what_it_streamed(sharegpt, tmp_path):
-    """A 16-token slot: conversation 2's turn 1 (6 tokens) is answered, its turn 2 (17 with
-    turn 1's 4-word answer) refused with nothing streamed; turns 3 and 4, refused too, quote
-    their counts, which say what they sent: turn 3's is 24 with turn 2's answer an empty
-    message, 21 with the dataset's answers, 22 with the failed turn left out."""
-    prompts = [p for p in load_dataset(spec(sharegpt, history="model"), 4).prompts if p.index == 2]
+@pytest.mark.parametrize("history", ["model", "dataset"])
+def test_a_failed_turn_ends_its_conversation(sharegpt, tmp_path, history):
+    """A 16-token slot, one session at a time: conversation 1 (one turn) is answered;
+    conversation 2's turn 1 (6 tokens) too. With `history: model` its turn 2 (17 tokens with
+    turn 1's 4-word answer) is refused with nothing streamed; with `dataset` its turn 2 (11)
+    is answered and turn 3 (21) refused. Either way no later turn is sent (before, turns 3 and
+    4 went out with the failed turn's empty answer as history), and metrics.json's counts say
+    where the conversation stopped, why, and the turns it never sent."""
+    prompts = load_dataset(spec(sharegpt, history=history), 4).prompts
+    prompts = [p for p in prompts if p.index in (1, 2)]
     port = free_port()
     argv = [sys.executable, str(SERVER), *FAST.argv(), "--parallel", "1", "-c", "16"]
     server = ServerProcess([*argv, "--port", str(port)], tmp_path / "law-small.log")
@@ -162,16 +167,72 @@ def test_a_failed_turn_is_sent_on_as_what_it_streamed(sharegpt, tmp_path):
         settings = LoadSettings(base_url=url, concurrency=1, max_tokens=MAX_TOKENS)
         load = run_load(settings, prompts, RunOptions(progress=False))
     records = [r for r in load.records if not r.warmup]
-    assert [(r.turn, r.status) for r in records] == [(1, OK), (2, ERROR), (3, ERROR), (4, ERROR)]
+    failed_at = 2 if history == "model" else 3
+    assert [(r.session, r.turn, r.status) for r in records] == [
+        (0, 1, OK),
+        *[(1, turn, OK) for turn in range(1, failed_at)],
+        (1, failed_at, ERROR),
+    ]
     first = FAST.answer(question(2, 1), MAX_TOKENS)
-    assert records[0].output == first and records[1].output == ""
-    for r in records[1:]:
-        sent = own_contents(2, r.turn, [first, "", ""])
-        assert r.error == "http_400"
-        assert f"({law_prompt_tokens(sent)} tokens > 16)" in r.error_detail, r.error_detail
-    sent = law_prompt_tokens(own_contents(2, 3, [first, ""]))
-    left_out = [question(2, 1), first, question(2, 2), question(2, 3)]
-    assert sent not in (law_prompt_tokens(dataset_contents(2, 3)), law_prompt_tokens(left_out))
+    sent = own_contents(2, 2, [first]) if history == "model" else dataset_contents(2, 3)
+    assert records[-1].error == "http_400"
+    assert f"({law_prompt_tokens(sent)} tokens > 16)" in records[-1].error_detail
+    figures = compute_metrics(load.records, planned_turns=load.planned_turns)
+    assert load.planned_turns == [1, 4] and not load.hit_time_cap
+    assert figures["conversations"] == {
+        "planned": 2,
+        "completed": 1,
+        "stopped_by_failure": 1,
+        "cut_by_time_cap": 0,
+        "stops": [{"session": 1, "prompt_index": 2, "turn": failed_at, "reason": "http_400"}],
+    }
+    assert figures["turns"] == {
+        "planned": 5,
+        "sent": 1 + failed_at,
+        "completed": failed_at,
+        "not_sent_after_failure": 4 - failed_at,
+        "cut_by_time_cap": 0,
+    }
+
+
+def test_a_stream_cut_mid_answer_sends_no_later_turn(sharegpt, standin):
+    """An in-process STAND-IN (tests/conftest.py) that answers each request whole but the
+    second, whose stream it cuts after two content chunks (as a server killed mid-answer
+    leaves it). With `history: model` the cut turn is `truncated`, its partial answer kept on
+    its record, and the server gets no third request: before, turns 3 and 4 went out carrying
+    the partial answer as the model's."""
+    received: list[list[dict]] = []
+
+    async def handler(reader, writer):
+        while True:
+            request = await standin.read_request(reader)
+            received.append(json.loads(request.body)["messages"])
+            if len(received) == 2:
+                cut = standin.event(standin.content("par")) + standin.event(standin.content("t"))
+                writer.write(standin.sse_head() + cut + standin.chunk(b""))
+            else:
+                writer.write(standin.sse_head() + standin.whole_stream(["whole ", "answer"]))
+            await writer.drain()
+
+    prompts = [p for p in load_dataset(spec(sharegpt, history="model"), 4).prompts if p.index == 2]
+    settings = LoadSettings(
+        base_url=standin.start(handler), concurrency=1, max_tokens=MAX_TOKENS, warmup_requests=0
+    )
+    load = run_load(settings, prompts, RunOptions(progress=False))
+    assert [(r.turn, r.status, r.error) for r in load.records] == [
+        (1, OK, None),
+        (2, ERROR, "truncated"),
+    ]
+    assert load.records[1].output == "part"
+    assert [[m["content"] for m in sent] for sent in received] == [
+        own_contents(2, 1, []),
+        own_contents(2, 2, ["whole answer"]),
+    ]
+    figures = compute_metrics(load.records, planned_turns=load.planned_turns)
+    assert figures["conversations"]["stops"] == [
+        {"session": 0, "prompt_index": 2, "turn": 2, "reason": "truncated"}
+    ]
+    assert figures["turns"]["not_sent_after_failure"] == 2
 
 
 def test_the_cli_takes_history_and_refuses_it_alone(sharegpt, capsys):

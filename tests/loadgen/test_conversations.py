@@ -34,7 +34,7 @@ from workflow_scripts.loadgen.closed_loop import schedule
 from workflow_scripts.loadgen.command import client_argv
 from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
-from workflow_scripts.loadgen.records import OK, RequestRecord
+from workflow_scripts.loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
 from workflow_scripts.process.ports import free_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready
 from workflow_scripts.vocabulary import ConfigError
@@ -151,6 +151,76 @@ def test_under_poisson_arrivals_a_session_starts_at_its_scheduled_time(sharegpt,
     assert lag is not None and 0 <= lag["p50"] <= lag["p99"]
 
 
+def test_the_time_cap_cuts_conversations_and_counts_the_turns_that_never_ran(sharegpt, tmp_path):
+    """A think time (5 s) past the cap (2 s): every session sends its first turn at once (six
+    sessions, six workers), then none may send another. Conversation 1 (one turn) completes;
+    the other five are cut before their turn 2, without sleeping through the think time:
+    15 turns planned, 6 sent, 9 never ran."""
+    prompts = load_dataset(spec(sharegpt, think_time_s=5.0), 6).prompts
+    with law_server(FAST, False, tmp_path) as url:
+        settings = LoadSettings(
+            base_url=url, concurrency=6, max_tokens=MAX_TOKENS, max_seconds=2.0, warmup_requests=0
+        )
+        load = run_load(settings, prompts, RunOptions(progress=False))
+    records = [r for r in load.records if not r.warmup]
+    assert sorted((r.session, r.turn, r.status) for r in records) == [
+        (session, 1, OK) for session in range(6)
+    ]
+    assert load.hit_time_cap and load.planned_turns == HUMAN_TURNS
+    assert max(r.sent_s + r.e2e_s for r in records) < 2.0  # no turn after the cap
+    figures = compute_metrics(load.records, hit_time_cap=True, planned_turns=load.planned_turns)
+    assert figures["turns"] == {
+        "planned": 15,
+        "sent": 6,
+        "completed": 6,
+        "not_sent_after_failure": 0,
+        "cut_by_time_cap": 9,
+    }
+    talks = figures["conversations"]
+    assert (talks["planned"], talks["completed"], talks["cut_by_time_cap"]) == (6, 1, 5)
+    assert talks["stops"] == [
+        {"session": s, "prompt_index": s, "turn": 2, "reason": "time_cap"} for s in (0, 2, 3, 4, 5)
+    ]
+
+
+def test_conversation_counts_say_how_each_conversation_ended():
+    """Hand-made records of five planned conversations: one whole (2 turns), one stopped by
+    a timeout at turn 2 of 4, one whose turn 2 of 3 the cap cancelled in flight, one the cap
+    cut before its turn 3 of 3, one never started (2 turns). Outside conversations: null."""
+
+    def turn(session, number, status=OK, error=None):
+        where = {"session": session, "turn": number}
+        return RequestRecord(10 * session + number, 100 + session, status, error=error, **where)
+
+    records = [
+        turn(0, 1), turn(0, 2),
+        turn(1, 1), turn(1, 2, ERROR, "timeout"),
+        turn(2, 1), turn(2, 2, INCOMPLETE),
+        turn(3, 1), turn(3, 2),
+    ]  # fmt: skip
+    figures = compute_metrics(records, hit_time_cap=True, planned_turns=[2, 4, 3, 3, 2])
+    assert figures["conversations"] == {
+        "planned": 5,
+        "completed": 1,
+        "stopped_by_failure": 1,
+        "cut_by_time_cap": 3,
+        "stops": [
+            {"session": 1, "prompt_index": 101, "turn": 2, "reason": "timeout"},
+            {"session": 2, "prompt_index": 102, "turn": 2, "reason": "time_cap"},
+            {"session": 3, "prompt_index": 103, "turn": 3, "reason": "time_cap"},
+        ],
+    }
+    assert figures["turns"] == {
+        "planned": 14,
+        "sent": 8,
+        "completed": 6,
+        "not_sent_after_failure": 2,
+        "cut_by_time_cap": 4,
+    }
+    plain = compute_metrics([RequestRecord(0, 0, OK)])
+    assert plain["conversations"] is None and plain["turns"] is None
+
+
 def test_by_turn_is_null_outside_conversations_and_reads_the_cache_per_turn():
     """Hand-made records (a STAND-IN for llama.cpp's timings): turn 2 reused 30 of 40 prompt
     tokens, turn 1 none."""
@@ -261,13 +331,38 @@ def test_bad_conversations_are_refused_naming_the_key(dataset, workload, expecte
 
 
 @pytest.mark.parametrize(
+    "dataset,expected",
+    [
+        ({"max_turns": 3, "think_time_s": 60}, "60 s x 2 gaps between turns (max_turns 3) = 120 s"),
+        ({"max_turns": 4, "think_time_s": 40}, "40 s x 3 gaps between turns (max_turns 4) = 120 s"),
+        ({"think_time_s": 150}, "150 s x 1 gap between turns (max_turns unset: at least two"),
+    ],
+    ids=["at the cap", "past the cap", "max_turns unset"],
+)
+def test_a_think_time_the_cap_cannot_hold_is_refused_at_plan_time(sharegpt, dataset, expected):
+    """c4's `max_seconds` is 120: a conversation's think time alone, (max_turns - 1) x
+    think_time_s (one gap with max_turns unset), at or past it could never send its last
+    turn. The refusal names both keys and the figures; just under the cap, or one turn (no
+    think time), is planned."""
+    with pytest.raises(ConfigError) as error:
+        configured(spec(sharegpt, **dataset))
+    message = str(error.value)
+    assert "'workloads.c4.dataset.think_time_s'" in message, message
+    assert expected in message and "workloads.c4.max_seconds (120 s)" in message, message
+    for fits in ({"max_turns": 3, "think_time_s": 59.5}, {"max_turns": 1, "think_time_s": 500}):
+        cells = build_cells(configured(spec(sharegpt, **fits)))
+        assert any(c.workload == "c4" for c in cells)
+
+
+@pytest.mark.parametrize(
     "flags",
     [
         ["--dataset", "random", "--conversations"],
         ["--conversations", "--endpoint", "completions"],
         ["--max-turns", "2"],
+        ["--conversations", "--max-turns", "3", "--think-time-s", "5", "--max-seconds", "10"],
     ],
-    ids=["not sharegpt", "completions", "max-turns alone"],
+    ids=["not sharegpt", "completions", "max-turns alone", "think time past the cap"],
 )
 def test_the_cli_refuses_bad_conversations_before_anything_runs(flags, sharegpt, tmp_path):
     """No server listens at the URL: a refusal must come before any request."""

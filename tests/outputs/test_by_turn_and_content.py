@@ -15,6 +15,8 @@ import yaml
 from tests.support.config import REPO
 from tests.support.content_matrix import cell_id, content_cells, done_metrics, turn
 from workflow_scripts.dag import build_dag
+from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
 from workflow_scripts.outputs import card as cards
 from workflow_scripts.outputs import front_page, labels, writers
 from workflow_scripts.outputs.card.measured import (
@@ -32,14 +34,21 @@ from workflow_scripts.outputs.cell_pairs import (
     cache_only,
     pair_axis,
 )
-from workflow_scripts.outputs.compact import compact_view, number_text, summary_row
+from workflow_scripts.outputs.compact import (
+    compact_view,
+    completed_text,
+    number_text,
+    summary_row,
+)
 from workflow_scripts.outputs.conversations import BY_TURN_COLUMNS, by_turn_table
+from workflow_scripts.outputs.repeats import combine
 from workflow_scripts.outputs.spec_gain import (
     GAIN_BY_CONTENT_COLUMNS,
     RANDOM_TOKENS_FLAG,
     gain_by_content,
     spec_gain_table,
 )
+from workflow_scripts.outputs.tables import index_table, summary_frame, summary_rows
 from workflow_scripts.vocabulary import CONTENT_OF_KIND, RANDOM_TOKENS, Status, identity
 
 CHAT, CODE = CONTENT_OF_KIND["sharegpt"], CONTENT_OF_KIND["humaneval"]
@@ -125,6 +134,86 @@ def test_the_cache_hit_column_shows_only_when_some_cell_has_one(cells):
 
 
 # --- spec_gain and gain_by_content -------------------------------------------------------
+
+
+def talk_records(planned: list[int], sent: list[list[str]]) -> list[RequestRecord]:
+    """Hand-made records of conversations: `sent[s]` the statuses of session s's turns in
+    order (fewer than `planned[s]` where it ended early)."""
+    records = []
+    for session, statuses in enumerate(sent):
+        for number, status in enumerate(statuses, start=1):
+            error = "http_500" if status == ERROR else None
+            records.append(
+                RequestRecord(
+                    len(records), session, status, error=error, session=session, turn=number
+                )
+            )
+    return records
+
+
+# (planned turns by conversation, each one's sent turns, the cap hit) -> the completed count
+COUNTED = [
+    ([3] + [2] * 7, [[OK] * 3] + [[OK] * 2] * 7, False, "17/17 turns, 8/8 conversations"),
+    (
+        [4, 4, 3, 3],
+        [[OK]] * 4,
+        True,
+        "4/14 turns, 0/4 conversations, hit the time cap (10 turns never ran)",
+    ),
+    (
+        [4, 4, 3],
+        [[OK, ERROR], [OK, OK, OK, OK], [OK, INCOMPLETE]],
+        True,
+        "6/11 turns, 1/3 conversations, 1 errors (2 turns after them not sent), 1 incomplete, "
+        "hit the time cap (1 turn never ran)",
+    ),
+]
+
+
+@pytest.mark.parametrize("planned,sent,capped,expected", COUNTED, ids=["done", "capped", "both"])
+def test_a_conversation_cells_completed_count_says_turns_and_conversations(
+    cells, planned, sent, capped, expected
+):
+    """The index, summary.md (the compact view, also the table a run ends with) and the card
+    count a conversation cell's turns and conversations apart, from metrics.json's counts;
+    before, the index read `17/8` (turns over conversations) and `4/4, hit the time cap` for a
+    run that sent 4 of 14 turns. A cell of single prompts keeps `6/6`."""
+    records = talk_records(planned, sent)
+    figures = compute_metrics(records, hit_time_cap=capped, planned_turns=planned)
+    conv = cell(cells, "lc", "none", "conv")
+    metrics = done_metrics(conv, **{**figures, "num_prompts": len(planned), "duration_s": 2.0})
+    rows = summary_rows([metrics])
+    assert index_table(summary_frame(rows)).loc[0, "Completed"] == expected
+    headers, view = compact_view(rows)
+    assert view[0][headers[headers.index("completed")]] == expected
+    assert cards.measured.completed_value(metrics) == expected + ", 2.0 s"
+    plain = done_metrics(cell(cells, "lc", "none", "chat"), completed=6, num_prompts=6)
+    assert index_table(summary_frame(summary_rows([plain]))).loc[0, "Completed"] == "6/6"
+
+
+def test_the_card_says_where_conversations_stopped_and_repeats_add_the_counts(cells):
+    """The card's notes name each conversation that did not complete, where and why; a cell's
+    repeats fold into one row whose counts are the repeats' sums."""
+    conv = cell(cells, "lc", "none", "conv")
+    planned, sent = [4, 4, 3], [[OK, ERROR], [OK] * 4, [OK, INCOMPLETE]]
+    figures = compute_metrics(talk_records(planned, sent), hit_time_cap=True, planned_turns=planned)
+    metrics = done_metrics(conv, **figures)
+    said = [n for n in cards.build.notes(conv, metrics) if n.startswith("Conversations")]
+    assert said == [
+        "Conversations not completed: 1 of 3 stopped at a failed turn (their later turns not "
+        "sent), 1 cut by the time cap. Where each started one ended: session 0 (prompt 0) at "
+        "turn 2: http_500; session 2 (prompt 2) at turn 2: time_cap."
+    ]
+    again = {**metrics, "cell": conv.id + "__r2"}
+    combined = combine(conv.id, [metrics, again])
+    assert combined["turns"] == {name: 2 * n for name, n in figures["turns"].items()}
+    assert [s["cell"] for s in combined["conversations"]["stops"]] == [metrics["cell"]] * 2 + [
+        again["cell"]
+    ] * 2
+    assert completed_text(summary_row(combined)) == (
+        "12/22 turns, 2/6 conversations, 2 errors (4 turns after them not sent), 2 incomplete, "
+        "hit the time cap (2 turns never ran)"
+    )
 
 
 def test_spec_gain_names_the_content_and_flags_random_tokens(cells):

@@ -214,6 +214,35 @@ def test_metrics_say_conversation_and_the_whole_runs_hit_rate(talk_run, engine, 
     assert all(r.get("session") is not None and r.get("turn") is not None for r in records)
     assert [r["turn"] for r in records] == [turn for turn, _ in reuses]
     assert [r["timings"]["cache_n"] for r in records] == [r.cache_n for _, r in reuses]
+    # every conversation whole: its turns as planned (the last one cut at MAX_TURNS), each sent
+    turns = len(reuses)
+    assert found["turns"] == {
+        "planned": turns,
+        "sent": turns,
+        "completed": turns,
+        "not_sent_after_failure": 0,
+        "cut_by_time_cap": 0,
+    }
+    talks = len(CONVERSATIONS)
+    assert found["conversations"] == {
+        "planned": talks,
+        "completed": talks,
+        "stopped_by_failure": 0,
+        "cut_by_time_cap": 0,
+        "stops": [],
+    }
+
+
+def test_the_index_counts_turns_and_conversations_apart(talk_run):
+    """index.csv's Completed: 11 of 11 turns and 4 of 4 conversations (before: `11/4`)."""
+    with open(talk_run / "results/summary/index.csv") as handle:
+        rows = {row["Configuration"]: row for row in csv.DictReader(handle)}
+    turns, talks = len(closed_form(True)), len(CONVERSATIONS)
+    for engine in (CACHE, NOCACHE):
+        assert (
+            rows[cell(engine)]["Completed"]
+            == f"{turns}/{turns} turns, {talks}/{talks} conversations"
+        )
 
 
 def pair_rows(workdir: Path) -> dict[str, dict[str, str]]:

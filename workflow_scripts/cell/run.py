@@ -392,7 +392,10 @@ def measured(
     records = load.records
     figures: CellMetrics = {
         **compute_metrics(
-            records, hit_time_cap=load.hit_time_cap, turn_hit_pct=window.adapter.turn_hit_pct
+            records,
+            hit_time_cap=load.hit_time_cap,
+            turn_hit_pct=window.adapter.turn_hit_pct,
+            planned_turns=load.planned_turns,
         ),
         "not_started": load.not_started,
         "load": spec.public(),

@@ -1,7 +1,8 @@
 """Config checks the schema cannot say: the config's size once aliases are expanded and its
 numbers finite (before it is copied), each engine setting in the shape its adapter renders, the
-listen address set in one place only, and each cell's weights in a format its engine reads.
-Every refusal names its key path, before anything is downloaded or built."""
+listen address set in one place only, each cell's weights in a format its engine reads, and a
+conversation's think time within its time cap. Every refusal names its key path, before
+anything is downloaded or built."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from ..engines import adapter_for, known_kinds
 from ..engines.base import EngineAdapter
+from ..loadgen.prompts import think_time_alone_s
 from ..vocabulary import Cell, ConfigError
 from ..weights import derive
 from .bounded_yaml import MAX_NODES
@@ -237,3 +239,28 @@ def check_known(kind: str, name: str, known: dict, where: str) -> None:
 def plain_copy(value: Any) -> Any:
     """A deep copy as plain dicts and lists (Snakemake hands JSON configs over as OrderedDicts)."""
     return json.loads(json.dumps(value))
+
+
+def check_think_time(name: str, workload: dict[str, Any]) -> None:
+    """A conversation's think time alone must fit in `max_seconds`: refused when it reaches the
+    cap (`think_time_alone_s`), for then no conversation's last turn could be sent."""
+    dataset = workload.get("dataset") or {}
+    cap_s, think_s, turns = (
+        workload.get("max_seconds"),
+        dataset.get("think_time_s"),
+        dataset.get("max_turns"),
+    )
+    if not dataset.get("conversations") or not cap_s or not think_s:
+        return
+    alone_s = think_time_alone_s(think_s, turns)
+    if alone_s < cap_s:
+        return
+    gaps = turns - 1 if turns else 1
+    counted = f"max_turns {turns}" if turns else "max_turns unset: at least two turns"
+    raise ConfigError(
+        f"config key 'workloads.{name}.dataset.think_time_s': {think_s:g} s x {gaps} "
+        f"gap{'s' if gaps > 1 else ''} between turns ({counted}) = {alone_s:g} s of think time "
+        f"alone, at or past workloads.{name}.max_seconds ({cap_s:g} s): the time cap would cut "
+        "every conversation before its last turn (lower think_time_s or max_turns, or raise "
+        "max_seconds)"
+    )

@@ -118,6 +118,7 @@ def _check_references(config: dict[str, Any]) -> None:
         sweeps.check_workload(name, workload)
         probes.check_search_workload(name, workload)
         traces.check_trace_workload(name, workload)
+        checks.check_think_time(name, workload)
 
 
 @dataclass(frozen=True)

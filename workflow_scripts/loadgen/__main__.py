@@ -30,6 +30,7 @@ from ..vocabulary import Status
 from .client import LoadResult, LoadSettings, RunOptions, run_load
 from .datasets import HISTORIES, Dataset, DatasetError, load_dataset
 from .metrics import compute_metrics
+from .prompts import think_time_alone_s
 from .wire import Endpoint
 
 # The dataset keys read only with `--conversations` (each flag the key with dashes).
@@ -222,6 +223,15 @@ def dataset_from_args(args: argparse.Namespace) -> Dataset:
         raise DatasetError("--max-turns, --think-time-s, --history: only with --conversations")
     if args.think_time_s is not None and not args.think_time_s >= 0:
         raise DatasetError(f"--think-time-s: expected 0 or more, got {args.think_time_s}")
+    if args.conversations and args.think_time_s and args.max_seconds:
+        alone_s = think_time_alone_s(args.think_time_s, args.max_turns)
+        if alone_s >= args.max_seconds:
+            raise DatasetError(
+                f"--think-time-s {args.think_time_s:g} between turns (--max-turns "
+                f"{args.max_turns or 'unset: at least two'}) = {alone_s:g} s of think time "
+                f"alone, at or past --max-seconds {args.max_seconds:g}: the time cap would cut "
+                "every conversation before its last turn"
+            )
     if args.dataset == "jsonl" and not args.dataset_path:
         raise DatasetError("--dataset jsonl needs --dataset-path")
     if args.dataset == "trace":
@@ -247,7 +257,12 @@ def summary(
     """metrics.json: the output contract's names (docs/outputs.md) for what a load test alone can
     know."""
     slo = {k: v for k, v in (("ttft_ms", args.slo_ttft_ms), ("tpot_ms", args.slo_tpot_ms)) if v}
-    metrics = compute_metrics(load.records, hit_time_cap=load.hit_time_cap, slo=slo or None)
+    metrics = compute_metrics(
+        load.records,
+        hit_time_cap=load.hit_time_cap,
+        slo=slo or None,
+        planned_turns=load.planned_turns,
+    )
     done = metrics["completed"] > 0
     return {
         "status": Status.DONE if done else Status.FAILED,

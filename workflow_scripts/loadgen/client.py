@@ -30,7 +30,8 @@ WARMUP_PROMPT = "Write a short paragraph about the sea."
 @dataclass
 class LoadResult:
     """What a load returns: the warm-up records then the measured ones by position, whether the
-    cap cut the run short, and its wall and monotonic clocks."""
+    cap cut the run short, its wall and monotonic clocks, and with conversations the turns each
+    was planned to send, by session (what metrics count sent and unsent turns against)."""
 
     records: list[RequestRecord]
     hit_time_cap: bool
@@ -39,6 +40,7 @@ class LoadResult:
     finished_at: float
     clock_origin_s: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC) at the measured start
     processes: ProcessChoice | None = None
+    planned_turns: list[int] | None = None  # None: no conversations
 
 
 @dataclass(frozen=True)
@@ -133,8 +135,15 @@ async def _measure(
     records.sort(key=lambda r: r.index)
     started = {r.index if r.session is None else ("session", r.session) for r in records}
     not_started = len(prompts) - len(started)
+    talks = any(p.conversation is not None for p in prompts)
     return LoadResult(
-        warm + records, capped or not_started > 0, not_started, started_at, time.time(), t0
+        warm + records,
+        capped or not_started > 0,
+        not_started,
+        started_at,
+        time.time(),
+        t0,
+        planned_turns=[p.requests for p in prompts] if talks else None,
     )
 
 

@@ -4,14 +4,14 @@ the time cap and its grace, the piece both the in-process and every load process
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import time
 from collections.abc import Callable
 
-from .datasets import MODEL_HISTORY, Prompt
+from .datasets import Prompt
 from .records import RequestRecord
 from .request import Link, request_body, run_request
+from .sessions import MeasuredRun, converse
 from .settings import LoadSettings
 from .wire import Endpoint
 
@@ -55,38 +55,7 @@ async def measured(
     for prompt in prompts[:-1]:
         firsts.append(firsts[-1] + prompt.requests)
 
-    # `history: model` sends each answer's text on, so its turns keep it whatever the load
-    # writes down; with `record_outputs` false it is dropped from the record once read.
-    keeping = spec if spec.record_outputs else dataclasses.replace(spec, record_outputs=True)
-
-    async def converse(link: Link, position: int) -> bool:
-        """A conversation's turns in order, each sent when the last one ended and its think
-        time passed; False when the cap stopped it."""
-        prompt = prompts[position]
-        talk = prompt.conversation
-        answers: list[str] = []  # each turn's answer as streamed ("" where nothing was kept)
-        for turn in range(1, talk.turns + 1):
-            if turn > 1 and talk.think_time_s:
-                await asyncio.sleep(talk.think_time_s)
-            if deadline is not None and time.perf_counter() >= deadline:
-                return False
-            index = firsts[position] + turn - 1
-            record = RequestRecord(index, prompt.index, session=position, turn=turn)
-            if turn == 1 and arrivals is not None:  # a session starts at its arrival
-                record.scheduled_s = arrivals[position]
-            records.append(record)
-            body = request_body(spec, prompt.text, talk.messages_for(turn, answers))
-            sending = keeping if talk.history == MODEL_HISTORY else spec
-            try:
-                await run_request(
-                    link, sending, endpoint.request(spec.path, body, spec.api_key), record, t0
-                )
-            finally:
-                answers.append(record.output or "")
-                if not spec.record_outputs:
-                    record.output = None
-            on_record(record)
-        return True
+    run = MeasuredRun(spec, endpoint, t0, deadline, records, on_record)
 
     async def worker() -> None:
         nonlocal capped
@@ -105,7 +74,10 @@ async def measured(
                     capped = True
                     return
                 if prompts[position].conversation is not None:
-                    if not await converse(link, position):
+                    scheduled_s = arrivals[position] if arrivals is not None else None
+                    if not await converse(
+                        run, link, prompts[position], position, firsts[position], scheduled_s
+                    ):
                         capped = True
                         return
                     continue

@@ -105,14 +105,77 @@ def by_turn(
     return rows
 
 
+TIME_CAP = "time_cap"  # a stop's reason where the time cap, not a failed turn, ended it
+
+
+def conversation_counts(
+    measured: Sequence[RequestRecord], planned_turns: Sequence[int]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """How each planned conversation ended, and what became of its turns (`planned_turns`: each
+    session's turns as planned, by its position in the run). A conversation `completed` every
+    turn, was `stopped_by_failure` at a failed turn (its later turns not sent), or was
+    `cut_by_time_cap` (before a turn, or with one in flight; one never started too); `stops`
+    says where each started one that did not complete ended and why: the failed turn's error,
+    or TIME_CAP. Turns: planned = sent + not_sent_after_failure + cut_by_time_cap."""
+    by_session: dict[int, list[RequestRecord]] = {}
+    for record in measured:
+        if record.session is not None:
+            by_session.setdefault(record.session, []).append(record)
+    talks: dict[str, Any] = dict.fromkeys(
+        ("planned", "completed", "stopped_by_failure", "cut_by_time_cap"), 0
+    )
+    turns: dict[str, Any] = dict.fromkeys(
+        ("planned", "sent", "completed", "not_sent_after_failure", "cut_by_time_cap"), 0
+    )
+    stops: list[dict[str, Any]] = []
+    for session, planned in enumerate(planned_turns):
+        mine = sorted(by_session.get(session, []), key=lambda r: r.turn or 0)
+        done = sum(r.status == OK for r in mine)
+        left = max(planned - len(mine), 0)
+        talks["planned"] += 1
+        turns["planned"] += planned
+        turns["sent"] += len(mine)
+        turns["completed"] += done
+        failed = next((r for r in mine if r.status == ERROR), None)
+        if failed is not None:
+            talks["stopped_by_failure"] += 1
+            turns["not_sent_after_failure"] += left
+            stops.append(_stop(session, failed, failed.error or ERROR))
+        elif done < planned:
+            talks["cut_by_time_cap"] += 1
+            turns["cut_by_time_cap"] += left
+            if mine:  # started: where the cap came, in flight or before the next turn
+                cut = next((r for r in mine if r.status != OK), None)
+                stops.append(_stop(session, mine[0], TIME_CAP, cut.turn if cut else len(mine) + 1))
+        else:
+            talks["completed"] += 1
+    return {**talks, "stops": stops}, turns
+
+
+def _stop(
+    session: int, record: RequestRecord, reason: str, turn: int | None = None
+) -> dict[str, Any]:
+    """Where a conversation ended (its session, prompt, turn: `record`'s unless given) and why."""
+    where = record.turn if turn is None else turn
+    return {
+        "session": session,
+        "prompt_index": record.prompt_index,
+        "turn": where,
+        "reason": reason,
+    }
+
+
 def compute_metrics(
     records: Sequence[RequestRecord],
     hit_time_cap: bool = False,
     slo: dict[str, float] | None = None,
     turn_hit_pct: Callable[[Sequence[RequestRecord]], float | None] | None = None,
+    planned_turns: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The measured part of a run (warmup excluded) -> counts, rates and latency summaries;
-    `turn_hit_pct` reads a conversation turn's prefix-cache hit share (`by_turn`)."""
+    `turn_hit_pct` reads a conversation turn's prefix-cache hit share (`by_turn`);
+    `planned_turns`, each conversation's turns as planned, gives `conversations` and `turns`
+    (`conversation_counts`; None without)."""
     measured = [r for r in records if not r.warmup]
     done = [r for r in measured if r.status == OK]
     errors = [r for r in measured if r.status == ERROR]
@@ -154,6 +217,8 @@ def compute_metrics(
         "retries": sum(r.retries for r in measured),
         "send_lag_ms": send_lag_ms(measured),
     }
+    talks = None if planned_turns is None else conversation_counts(measured, planned_turns)
+    metrics["conversations"], metrics["turns"] = talks or (None, None)
     if slo:
         good = [r for r in done if _meets_slo(r, slo)]
         metrics["goodput"] = {

@@ -34,6 +34,14 @@ class Replay:
             raise DatasetError(f"history: {self.history!r} is not one of {', '.join(HISTORIES)}")
 
 
+def think_time_alone_s(think_time_s: float, max_turns: int | None) -> float:
+    """The think time alone of the longest conversation a replay may send, what the time cap
+    must exceed for its last turn to go out: (max_turns - 1) x think_time_s. With no
+    `max_turns` one gap (two turns, the fewest it counts for): the conversations' own lengths
+    are known only once the file is read."""
+    return (max_turns - 1 if max_turns else 1) * think_time_s
+
+
 @dataclass(frozen=True)
 class Conversation:
     """A ShareGPT conversation replayed turn by turn: its `messages` as (role, content), from

@@ -87,24 +87,68 @@ def summary_row(
         "synthetic": bool(metrics.get("synthetic")),
         "reason": first_line(metrics.get("reason")),
         "build_variant": (metrics.get("engine_info") or {}).get("variant"),
+        **conversation_columns(metrics),
     }
     for key, value in (reference or {}).items():
         row[REF_PREFIX + key] = value
     return row
 
 
+# A conversation cell's counts in its summary row: metrics.json `conversations` and `turns`.
+CONVERSATION_COLUMNS = {
+    "conversations_planned": ("conversations", "planned"),
+    "conversations_completed": ("conversations", "completed"),
+    "turns_planned": ("turns", "planned"),
+    "turns_not_sent_after_failure": ("turns", "not_sent_after_failure"),
+    "turns_cut_by_time_cap": ("turns", "cut_by_time_cap"),
+}
+
+
+def conversation_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's conversation and turn counts by their summary names (None outside them)."""
+    return {
+        column: (metrics.get(key) or {}).get(count)
+        for column, (key, count) in CONVERSATION_COLUMNS.items()
+    }
+
+
+def _count(row: Mapping[str, Any], key: str) -> int:
+    value = row.get(key)
+    return 0 if is_missing(value) else int(value)
+
+
+def _turns(count: int) -> str:
+    return f"{count} turn" if count == 1 else f"{count} turns"
+
+
 def completed_text(row: Mapping[str, Any]) -> str:
-    """`6/6`, with errors, incomplete requests and the time cap when there were any."""
+    """`6/6`, with errors, incomplete requests and the time cap when there were any; a
+    conversation cell's turns and conversations apart (`17/17 turns, 8/8 conversations`), the
+    turns a failure left unsent and those the time cap cut."""
     completed, total = row.get("completed"), row.get("num_prompts")
     if is_missing(completed):
         return ""
-    text = f"{int(completed)}/{int(total)}" if not is_missing(total) else f"{int(completed)}"
-    if not is_missing(row.get("errors")) and row["errors"]:
-        text += f", {int(row['errors'])} errors"
-    if not is_missing(row.get("incomplete")) and row["incomplete"]:
-        text += f", {int(row['incomplete'])} incomplete"
+    turns = _count(row, "turns_planned")
+    if turns:
+        text = (
+            f"{int(completed)}/{turns} turns, {_count(row, 'conversations_completed')}/"
+            f"{_count(row, 'conversations_planned')} conversations"
+        )
+    elif row.get("content") == "conversation":  # counted before turns were: no planned count
+        of = "" if is_missing(total) else f", {int(total)} conversations"
+        text = f"{int(completed)} turns{of}"
+    else:
+        text = f"{int(completed)}/{int(total)}" if not is_missing(total) else f"{int(completed)}"
+    if _count(row, "errors"):
+        text += f", {_count(row, 'errors')} errors"
+    if not_sent := _count(row, "turns_not_sent_after_failure"):
+        text += f" ({_turns(not_sent)} after them not sent)"
+    if _count(row, "incomplete"):
+        text += f", {_count(row, 'incomplete')} incomplete"
     if row.get("hit_time_cap") is True:
         text += ", hit the time cap"
+        if cut := _count(row, "turns_cut_by_time_cap"):
+            text += f" ({_turns(cut)} never ran)"
     return text
 
 

@@ -20,6 +20,7 @@ RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
 CHECKS = (CLIENT_LIMITED, DISTURBED)  # metrics.json object, its flag
 COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
+CONVERSATION_COUNTS = ("conversations", "turns")  # objects of counts, summed as the counts
 SHARES = ("prefix_cache_hit_pct",)  # a mean over the repeats, as the rates
 MEMORY_PEAKS = ("peak_delta_gib", "peak_delta_less_client_gib")  # what the summary reads of `mem`
 
@@ -51,6 +52,22 @@ def _mean(values: Sequence[Any]) -> float | None:
     return statistics.fmean(data) if data else None
 
 
+def summed_counts(runs: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any] | None:
+    """An object of counts (`conversations`, `turns`) summed over the runs that have it, each
+    run's `stops` kept under its repeat's cell; None when none has it."""
+    found = [(m["cell"], m[key]) for m in runs if isinstance(m.get(key), dict)]
+    if not found:
+        return None
+    out: dict[str, Any] = {}
+    for cell, counts in found:
+        for name, value in counts.items():
+            if name == "stops":
+                out.setdefault(name, []).extend({**stop, "cell": cell} for stop in value)
+            else:
+                out[name] = out.get(name, 0) + value
+    return out
+
+
 def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Repeats of one cell (in repeat order) -> one metrics record under the cell's own id."""
     done = [m for m in runs if m.get("status") == Status.DONE]
@@ -77,6 +94,8 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
             }
     for key in COUNTS:
         out[key] = sum(int(m.get(key) or 0) for m in runs)
+    for key in CONVERSATION_COUNTS:
+        out[key] = summed_counts(runs, key)
     out["hit_time_cap"] = any(m.get("hit_time_cap") for m in runs)
     for key in MEMORY_PEAKS:
         if key in (out.get("mem") or {}):

@@ -14,6 +14,7 @@ from ..process.machine_use import attempts_note, client_note, disturbed, interfe
 from ..process.memory import understates_note
 from ..vocabulary import Cell, CellData, CellMetrics, Status, identity
 from .compact import (
+    CONVERSATION_COLUMNS,
     NOT_RUN,
     REF_PREFIX,
     completed_text,
@@ -28,7 +29,14 @@ from .slo_cells import SLO_COLUMNS, slo_columns
 from .stability import stability
 from .stats import FIGURES, MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
 
-COUNT_COLUMNS = ["concurrency", "num_prompts", "completed", "errors", "incomplete"]
+COUNT_COLUMNS = [
+    "concurrency",
+    "num_prompts",
+    "completed",
+    "errors",
+    "incomplete",
+    *CONVERSATION_COLUMNS,
+]
 
 
 SUMMARY_COLUMNS = [
@@ -109,6 +117,7 @@ LATER_COLUMNS = [
     "prefix_cache_hit_pct",  # prompt tokens the engine's prefix cache served (empty: not reported)
     "prefix_cache",  # on | off: the engine's settings let it serve prompts from its cache
     "content",  # what the prompts are: chat, conversation, code, random tokens, ...
+    *CONVERSATION_COLUMNS,  # a conversation cell's counts (metrics.json conversations, turns)
 ]
 
 

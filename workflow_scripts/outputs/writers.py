@@ -58,11 +58,20 @@ def load_metrics(paths: Sequence[str | Path]) -> list[CellMetrics]:
     return [read_metrics(p) for p in paths]
 
 
+# What `completed` counts: requests of the prompts planned, or a conversation cell's turns and
+# conversations apart (outputs.compact.completed_text).
+COMPLETED_NOTE = (
+    "Completed: requests answered in full of those planned; for a cell of conversations, turns "
+    "and conversations apart (a conversation completes when every turn does; a failed turn "
+    "ends its conversation, its later turns not sent)."
+)
+
+
 SUMMARY_INTRO = (
     "The columns a reader compares, one row per cell; summary.csv holds every column (errors, "
     "req/s, ITL and E2E latency, duration, build variant, each published figure as `ref_*`). "
     "(published): a figure attached to the cell in the config, never measured here. A cell that "
-    "did not finish shows its reason, not its figures."
+    "did not finish shows its reason, not its figures. " + COMPLETED_NOTE
 )
 
 
@@ -109,7 +118,8 @@ def summary_intro(
 
 INDEX_INTRO = (
     "One line per cell. Decode tok/s counts completion tokens of all concurrent requests per "
-    "second of the measured run; a column marked (published) holds a reference figure."
+    "second of the measured run; a column marked (published) holds a reference figure. "
+    + COMPLETED_NOTE
 )
 
 

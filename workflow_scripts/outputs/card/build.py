@@ -43,6 +43,8 @@ def notes(cell: Cell, metrics: CellMetrics) -> list[str]:
         out.append(f"Errors by reason: {reasons}.")
     if metrics.get("hit_time_cap"):
         out.append("The run hit its time cap: requests in flight after the grace were cancelled.")
+    if (metrics.get("conversations") or {}).get("stops"):
+        out.append(stops_note(metrics["conversations"]))
     mem = metrics.get("mem") or {}
     if mem.get("baseline_quiet") is False:
         out.append("The memory baseline was noisy before launch; memory deltas are less certain.")
@@ -68,6 +70,26 @@ def notes(cell: Cell, metrics: CellMetrics) -> list[str]:
         elif isinstance(value, list):
             out.extend(str(v) for v in value)
     return out
+
+
+STOPS_SHOWN = 10  # a card names this many stopped conversations, then counts the rest
+
+
+def stops_note(conversations: dict) -> str:
+    """Where the conversations that did not complete ended and why (metrics.json
+    `conversations.stops`): a failed turn's error, or the time cap."""
+    stops = conversations["stops"]
+    where = "; ".join(
+        f"session {s['session']} (prompt {s['prompt_index']}) at turn {s['turn']}: {s['reason']}"
+        for s in stops[:STOPS_SHOWN]
+    )
+    more = f"; and {len(stops) - STOPS_SHOWN} more" if len(stops) > STOPS_SHOWN else ""
+    return (
+        f"Conversations not completed: {conversations['stopped_by_failure']} of "
+        f"{conversations['planned']} stopped at a failed turn (their later turns not sent), "
+        f"{conversations['cut_by_time_cap']} cut by the time cap. Where each started one ended: "
+        f"{where}{more}."
+    )
 
 
 def status_line(metrics: CellMetrics) -> str:
