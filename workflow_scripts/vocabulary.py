@@ -383,6 +383,11 @@ class CellMetrics(TypedDict, total=False):
     itl_per_token_ms: Distribution
     tokens_per_chunk: Distribution
     send_lag_ms: dict[str, float] | None  # p50, p99 of sent_s - scheduled_s; None: no schedule
+    # open-loop loads: TTFT and E2E from each request's scheduled time; None: a closed loop
+    ttft_from_schedule_ms: Distribution | None
+    e2el_from_schedule_ms: Distribution | None
+    # the send lag as a share of TTFT and whether it passes the limit (loadgen.metrics)
+    send_lag_check: dict[str, Any] | None
     # memory, speculative decoding, the prefix cache, checks
     mem: MemoryFigures | None
     gpu_note: str | None

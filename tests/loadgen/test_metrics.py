@@ -11,6 +11,7 @@ import json
 import pytest
 
 from workflow_scripts.loadgen.metrics import (
+    SEND_LAG_LIMIT_PCT,
     compute_metrics,
     itl_gaps_s,
     itl_per_token_s,
@@ -323,3 +324,95 @@ def test_a_body_cut_short_is_a_connection_error():
     r = RequestRecord(0, 0)
     read_response(r, [(HEAD + event(content("a")), 0.1)], eof_s=0.2)
     assert r.status == ERROR and r.error == "connection"
+
+
+# -- latency from when a request was due (open-loop arrivals) -----------------------------------
+
+
+def scheduled(i, due_s, wait_ms, ttft_ms, e2e_ms, status=OK, turn=None):
+    """A request due at `due_s`, sent `wait_ms` later, with TTFT and E2E from its send."""
+    return RequestRecord(
+        index=i,
+        prompt_index=i,
+        status=status,
+        sent_s=due_s + wait_ms / 1000,
+        scheduled_s=due_s if turn in (None, 1) else None,
+        ttft_s=ttft_ms / 1000,
+        e2e_s=e2e_ms / 1000,
+        completion_tokens=10,
+        turn=turn,
+    )
+
+
+def test_open_loop_latencies_count_from_the_scheduled_time_beside_those_from_the_send():
+    """Each request's wait for a free slot (sent_s - scheduled_s) is added to its TTFT and E2E
+    from the schedule; the figures from the send stay as they were."""
+    waits_ms = [0.0, 100.0, 300.0, 600.0]
+    records = [scheduled(i, 0.1 * i, w, ttft_ms=50.0, e2e_ms=200.0) for i, w in enumerate(waits_ms)]
+    records.append(scheduled(9, 0.9, 5000.0, 50.0, 200.0, status=ERROR))  # in no latency
+    m = compute_metrics(records)
+    assert m["ttft_ms"]["median"] == pytest.approx(50.0) and m["ttft_ms"]["p99"] == 50.0
+    assert m["e2el_ms"]["median"] == pytest.approx(200.0)
+    ttft, e2el = m["ttft_from_schedule_ms"], m["e2el_from_schedule_ms"]
+    assert ttft["count"] == e2el["count"] == 4
+    assert ttft["mean"] == pytest.approx(50.0 + 250.0)
+    assert ttft["median"] == pytest.approx(50.0 + 200.0)  # waits 100 and 300: halfway
+    assert ttft["p90"] == pytest.approx(50.0 + 300.0 + 300.0 * 0.7)
+    assert ttft["p99"] == pytest.approx(50.0 + 300.0 + 300.0 * 0.97)
+    assert e2el["median"] == pytest.approx(200.0 + 200.0)
+    assert e2el["p99"] == pytest.approx(200.0 + 300.0 + 300.0 * 0.97)
+
+
+def test_a_closed_loop_has_no_latency_from_a_schedule_and_no_send_lag_check():
+    records = [RequestRecord(i, i, OK, sent_s=0.1 * i, ttft_s=0.05, e2e_s=0.2) for i in range(3)]
+    m = compute_metrics(records)
+    assert m["ttft_from_schedule_ms"] is None and m["e2el_from_schedule_ms"] is None
+    assert m["send_lag_check"] is None
+
+
+def test_a_conversations_later_turn_counts_from_its_send():
+    """Turn 1 starts at the session's arrival; turn 2 has no schedule (it is sent when turn 1
+    ended and its think time passed): no wait is added to it."""
+    first = scheduled(0, 0.0, 400.0, 50.0, 200.0, turn=1)
+    second = scheduled(1, 1.0, 0.0, 70.0, 300.0, turn=2)
+    m = compute_metrics([first, second])
+    assert m["ttft_from_schedule_ms"]["mean"] == pytest.approx((400.0 + 50.0 + 70.0) / 2)
+    assert m["e2el_from_schedule_ms"]["mean"] == pytest.approx((400.0 + 200.0 + 300.0) / 2)
+
+
+@pytest.mark.parametrize(
+    ("waits_ms", "flagged", "p50_pct", "p99_pct"),
+    [
+        ([0.0] * 10, False, 0.0, 0.0),
+        ([4.0] * 10, False, 8.0, 8.0),  # 4 ms against a TTFT of 50: under a tenth
+        ([6.0] * 10, True, 12.0, 12.0),  # past a tenth at both
+        ([0.0] * 9 + [500.0], True, 0.0, 0.91 * 500.0 * 100 / 50.0),  # the tail alone
+    ],
+)
+def test_the_send_lag_is_flagged_past_a_tenth_of_the_ttft_at_the_median_or_p99(
+    waits_ms, flagged, p50_pct, p99_pct
+):
+    records = [scheduled(i, 0.1 * i, w, ttft_ms=50.0, e2e_ms=200.0) for i, w in enumerate(waits_ms)]
+    check = compute_metrics(records)["send_lag_check"]
+    assert check["limit_pct_of_ttft"] == SEND_LAG_LIMIT_PCT == 10.0
+    assert check["p50_pct_of_ttft"] == pytest.approx(p50_pct)
+    assert check["p99_pct_of_ttft"] == pytest.approx(p99_pct)
+    assert check["flagged"] is flagged
+
+
+def test_the_send_lag_check_of_a_run_with_nothing_completed_flags_nothing():
+    records = [scheduled(i, 0.1 * i, 900.0, 50.0, 200.0, status=ERROR) for i in range(3)]
+    check = compute_metrics(records)["send_lag_check"]
+    assert check["p50_pct_of_ttft"] is None and check["p99_pct_of_ttft"] is None
+    assert check["flagged"] is False
+
+
+def test_goodput_under_open_loop_arrivals_counts_ttft_from_the_schedule():
+    """Both requests answer in 50 ms from their send; one waited 100 ms for a slot: against a
+    TTFT limit of 80 ms only the other is good."""
+    records = [scheduled(0, 0.0, 0.0, 50.0, 200.0), scheduled(1, 0.1, 100.0, 50.0, 200.0)]
+    goodput = compute_metrics(records, slo={"ttft_ms": 80})["goodput"]
+    assert (goodput["good_requests"], goodput["latency_from"]) == (1, "schedule")
+    closed = [RequestRecord(i, i, OK, sent_s=0.1 * i, ttft_s=0.05, e2e_s=0.2) for i in range(2)]
+    goodput = compute_metrics(closed, slo={"ttft_ms": 80})["goodput"]
+    assert (goodput["good_requests"], goodput["latency_from"]) == (2, "send")

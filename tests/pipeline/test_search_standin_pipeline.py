@@ -129,10 +129,12 @@ def test_the_search_finds_the_laws_largest_passing_load_and_stops_at_the_smalles
     assert row["series"] == SERIES and row["complete"] == "True"
     assert int(float(row["largest_passing"])) == expected
     assert int(float(row["smallest_failing"])) == expected + 1
+    assert row["latency_from"] == "send"  # a closed loop: TTFT and E2E from each send
     assert sorted(cells_run(proc)) == sorted(probe(c) for c in (1, 2, 4, 8, 6, 5))
     for c in (1, 2, 4, 8, 6, 5):  # each probe judged beside its own measurement
         judged = json.loads((workdir / "results/cells" / probe(c) / "slo.json").read_text())
         assert judged["verdict"] == ("pass" if c <= expected else "fail"), c
+        assert judged["result"]["latency_from"] == "send"
         metrics = json.loads((workdir / "results/cells" / probe(c) / "metrics.json").read_text())
         assert "slo" not in metrics  # the measurement alone: a goal is no part of it
     assert (workdir / "results/summary/slo_search.png").stat().st_size > 0

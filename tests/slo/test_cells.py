@@ -6,6 +6,8 @@ real config."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.support.pipeline import tiny_config, tiny_workload
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.records import OK, RequestRecord
@@ -105,3 +107,22 @@ def test_too_few_requests_to_bound_a_percentile_are_said_so():
         "p99 from 100 requests: no upper bound (p99 needs 368)"
     )
     assert tail_note({"status": "done", "completed": 400}) == ""
+
+
+def test_the_summary_and_card_say_an_open_loop_goal_ran_from_the_schedule():
+    """The same requests, each due 400 ms before its send: a TTFT p90 <= 300 ms goal passes
+    from the send (TTFT 100 ms) and fails from the schedule (500 ms); both views say which."""
+    goal, _ = cells()
+    ttft_goal = Slo.from_dict({"ttft_ms": {"percentile": 90, "max": 300}})
+    sent = records(40, 30.0)
+    due = [dataclasses.replace(r, scheduled_s=r.sent_s - 0.4) for r in sent]
+    (closed,) = with_slo([metrics(goal, 40)], [goal], {goal.id: sent}, {"tiny": ttft_goal})
+    (open_,) = with_slo([metrics(goal, 40)], [goal], {goal.id: due}, {"tiny": ttft_goal})
+    assert (closed["slo"]["verdict"], open_["slo"]["verdict"]) == ("pass", "fail")
+    assert slo_columns(closed)["slo_latency_from"] == "send"
+    assert slo_columns(open_)["slo_latency_from"] == "schedule"
+    (paragraph,) = slo_section(open_).paragraphs
+    assert "TTFT and E2E from each request's scheduled time (open-loop arrivals)" in paragraph
+    assert "from each request's send (a closed loop)" in slo_section(closed).paragraphs[0]
+    row = summary_table([open_], [goal]).to_dict("records")[0]
+    assert row["slo_latency_from"] == "schedule"

@@ -1,9 +1,12 @@
 """A point judged against a latency goal (workflow_scripts.slo.point, .verdict, .objectives):
 verdicts below, at and above a limit, a p99 from too few requests, attainment and its target,
-goodput, which requests count (one-token, errored, warm-up), and the goal's config refusals
+goodput, which requests count (one-token, errored, warm-up), TTFT and E2E from each request's
+scheduled time under open-loop arrivals, and the goal's config refusals
 (by the schema), one per bad input, each naming its key."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -227,3 +230,38 @@ def test_the_edges_of_the_ranges_are_accepted():
         configured({"e2el_ms": {"percentile": 99.9, "max": 0.001}, "attainment": 0.999})
     )
     assert slo.objectives[0].label == "e2el p99.9" and slo.attainment == 0.999
+
+
+def open_loop(records, wait_ms):
+    """The same requests under open-loop arrivals: each was due `wait_ms` before its send (it
+    waited that long for a free slot)."""
+    return [dataclasses.replace(r, scheduled_s=r.sent_s - wait_ms / 1000) for r in records]
+
+
+def test_an_open_loop_points_ttft_and_e2e_goals_count_from_when_each_request_was_due():
+    """TTFT 100 ms and E2E 400 ms from the send; each request waited 400 ms for a slot, so from
+    its schedule TTFT is 500 ms and E2E 800 ms: the goals that pass from the send fail."""
+    goal = Slo((Objective("ttft_ms", 90, 300.0), Objective("e2el_ms", 90, 600.0)))
+    closed = run([30.0] * 100)  # e2e = 100 + 10 x 30 = 400 ms
+    sent = evaluate_point(goal, closed, METRICS)
+    due = evaluate_point(goal, open_loop(closed, 400.0), METRICS)
+    assert [o.bound.value for o in due.objectives] == [pytest.approx(500.0), pytest.approx(800.0)]
+    assert (sent.verdict, due.verdict) == (Verdict.PASS, Verdict.FAIL)
+    assert (sent.latency_from, due.latency_from) == ("send", "schedule")
+    assert [o.verdict for o in due.objectives] == [Verdict.FAIL, Verdict.FAIL]
+    assert (due.attainment.good, due.goodput_req_s) == (0, 0.0)
+    assert (sent.attainment.good, sent.goodput_req_s) == (100, 10.0)
+    assert due.to_dict()["latency_from"] == "schedule"  # what slo.json and the tables hold
+
+
+def test_a_tpot_goal_is_judged_alike_whatever_the_wait():
+    """TPOT runs between tokens: a wait before the send reaches none of it."""
+    records = run([30.0 + i / 10 for i in range(100)])
+    sent = evaluate_point(tpot_goal(), records, METRICS)
+    due = evaluate_point(tpot_goal(), open_loop(records, 5000.0), METRICS)
+    assert due.objectives[0].bound == sent.objectives[0].bound
+    assert due.verdict == sent.verdict == Verdict.PASS
+    one = open_loop([request(0, 30.0)], 400.0)[0]
+    assert not meets_goal(one, Slo((Objective("ttft_ms", 90, 300.0),)), "schedule")
+    assert meets_goal(one, Slo((Objective("ttft_ms", 90, 300.0),)))  # from the send by default
+    assert due.latency_from == "schedule"

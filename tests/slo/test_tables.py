@@ -6,6 +6,7 @@ the goal beside its base; then both tables on disk."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pytest
 from tests.slo.configured import search_settings
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
-from workflow_scripts.outputs.search_files import SearchOutcome
+from workflow_scripts.outputs.search_files import SearchOutcome, judge_files
 from workflow_scripts.outputs.slo_tables import (
     drafter_goal_rows,
     probe_text,
@@ -35,8 +36,9 @@ TOKENS = 11
 STAMPS = {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:30Z"}
 
 
-def probe(tpot_ms, n=PROMPTS):
-    """n requests of one closed-loop point, TPOT spread evenly over ±2 % of `tpot_ms`."""
+def probe(tpot_ms, n=PROMPTS, wait_ms=None):
+    """n requests of one closed-loop point, TPOT spread evenly over ±2 % of `tpot_ms`; with
+    `wait_ms`, of an open-loop one, each request due that long before its send."""
     records = []
     for i in range(n):
         tpot = tpot_ms * (1 + 0.04 * (i / (n - 1) - 0.5))
@@ -50,19 +52,20 @@ def probe(tpot_ms, n=PROMPTS):
                 e2e_s=0.05 + tpot * (TOKENS - 1) / 1000,
                 prompt_tokens=20,
                 completion_tokens=TOKENS,
+                scheduled_s=None if wait_ms is None else 0.1 * i - wait_ms / 1000,
             )
         )
     return records, {**compute_metrics(records), **STAMPS}
 
 
-def searched(a, b, drafter="none", slo=GOAL, spec=SPEC, law=None):
+def searched(a, b, drafter="none", slo=GOAL, spec=SPEC, law=None, wait_ms=None):
     """A series searched to the end: each probe measured (TPOT = a + b x load ms, or `law`)
     and judged as the summary will judge it."""
     results, verdicts = {}, {}
     while not (plan := next_probe(spec, verdicts)).done:
         load, extension = plan.key
         tpot = law(load, extension) if law else a + b * load
-        records, metrics = probe(tpot, spec.prompts_for(PROMPTS, extension))
+        records, metrics = probe(tpot, spec.prompts_for(PROMPTS, extension), wait_ms)
         results[plan.key] = evaluate_point(slo, records, metrics)
         verdicts[plan.key] = results[plan.key].verdict
     return SearchOutcome(
@@ -204,3 +207,47 @@ def test_both_tables_on_disk(tmp_path):
     drafter = pd.read_csv(out["slo_drafter_csv"])
     assert drafter.loc[0, "change"].endswith("from c=10 to c=15")
     assert "the drafter raises" in out["slo_drafter_md"].read_text()
+
+
+def test_an_open_loop_search_judges_ttft_from_the_schedule_and_its_tables_say_so(tmp_path):
+    """TTFT 50 ms from the send at every load, each request due 400 ms before it was sent (it
+    waited for a free slot): under a TTFT p90 <= 300 ms goal no load passes from the schedule,
+    while the same requests in a closed loop pass up to the search's max."""
+    ttft_goal = Slo.from_dict({"ttft_ms": {"percentile": 90, "max": 300}})
+    closed = searched(10, 0, slo=ttft_goal)
+    late = replace(searched(10, 0, slo=ttft_goal, wait_ms=400.0), series="m__llamacpp__q4__none__o")
+    row = slo_row(late)
+    assert (slo_row(closed)["largest_passing"], row["largest_passing"]) == (64, None)
+    assert row["note"] == "no load passes: c1 is fail"
+    assert row["probes"] == "c1 n=64 fail (ttft p90 450.0 lo 450.0 > 300 ms)"
+    assert {r.latency_from for r in late.results.values()} == {"schedule"}
+    assert (slo_row(closed)["latency_from"], row["latency_from"]) == ("send", "schedule")
+    out = {
+        name: tmp_path / name for name in ("slo_csv", "slo_md", "slo_drafter_csv", "slo_drafter_md")
+    }
+    write_slo_tables([closed, late], out)
+    table = pd.read_csv(out["slo_csv"])
+    assert list(table["latency_from"]) == ["send", "schedule"]
+    md = out["slo_md"].read_text()
+    header, _, *lines = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in md.splitlines()
+        if line.startswith("|")
+    ]
+    assert [line[header.index("latency_from")] for line in lines] == ["send", "schedule"]
+    assert "`schedule` under open-loop arrivals" in md
+
+
+def test_a_probes_slo_json_says_where_its_latencies_ran_from(tmp_path):
+    """judge_files (the checkpoint's body) writes the basis beside the verdict."""
+    records, metrics = probe(30.0, wait_ms=400.0)
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "metrics.json").write_text(json.dumps({**metrics, "cell": "x", "status": "done"}))
+    (cell / "requests.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    goal = tmp_path / "goal.json"
+    goal.write_text(json.dumps({"ttft_ms": {"percentile": 90, "max": 300}}))
+    judge_files(goal, cell / "metrics.json", cell / "requests.jsonl", cell / "slo.json")
+    judged = json.loads((cell / "slo.json").read_text())
+    assert judged["verdict"] == "fail"  # TTFT 450 ms from the schedule, 50 from the send
+    assert judged["result"]["latency_from"] == "schedule"

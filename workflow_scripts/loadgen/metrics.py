@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .records import ERROR, INCOMPLETE, OK, RequestRecord
@@ -76,6 +76,88 @@ def send_lag_ms(records: Iterable[RequestRecord]) -> dict[str, float] | None:
     if not lags:
         return None
     return {"p50": percentile(lags, 50), "p99": percentile(lags, 99)}
+
+
+# A cell is flagged when its send lag passes this share of its TTFT (from the send) at the
+# median or at p99. The lag is added whole to each late request's latency from its schedule, so
+# past a tenth the from-send TTFT understates what the schedule's users waited by more than a
+# TTFT median moves between repeats of a steady cell (a few %), and a lag that small against a
+# real server's TTFT (tens of ms up) is the client's own timer jitter. Both percentiles: a wait
+# behind a burst reaches the tail first, and a median-only check would pass a cell whose p99
+# from the send hides seconds of queueing.
+SEND_LAG_LIMIT_PCT = 10.0
+
+
+# Where a latency goal's TTFT and E2E are counted from: each request's scheduled time under
+# open-loop arrivals (a request that waited for a free slot is charged its wait), else its send.
+FROM_SCHEDULE, FROM_SEND = "schedule", "send"
+
+
+def open_loop(records: Iterable[RequestRecord]) -> bool:
+    """Whether a load sent on a schedule (trace or Poisson arrivals): some record has one."""
+    return any(r.scheduled_s is not None for r in records)
+
+
+def latency_from(records: Iterable[RequestRecord]) -> str:
+    """FROM_SCHEDULE for an open-loop load's records, else FROM_SEND."""
+    return FROM_SCHEDULE if open_loop(records) else FROM_SEND
+
+
+def wait_s(record: RequestRecord) -> float:
+    """How long after it was due a request was sent: sent_s - scheduled_s; 0 for one without a
+    schedule, sent as soon as it was due (a conversation's later turn, sent when the turn before
+    ended and its think time passed)."""
+    return 0.0 if record.scheduled_s is None else record.sent_s - record.scheduled_s
+
+
+def ttft_from_schedule_s(record: RequestRecord) -> float | None:
+    """TTFT counted from when the request was due: its wait for a free slot, then its TTFT."""
+    return None if record.ttft_s is None else wait_s(record) + record.ttft_s
+
+
+def e2el_from_schedule_s(record: RequestRecord) -> float | None:
+    """End-to-end latency counted from when the request was due (its wait, then its E2E)."""
+    return None if record.e2e_s is None else wait_s(record) + record.e2e_s
+
+
+def send_lag_check(
+    lag: dict[str, float] | None, ttft_ms: dict[str, float | None]
+) -> dict[str, Any] | None:
+    """The send lag's p50 and p99 as a share (%) of the TTFT's median and p99 from the send,
+    and whether either passes SEND_LAG_LIMIT_PCT; None for a closed loop (no lag). A share
+    with no TTFT to divide by (nothing completed) is None and flags nothing."""
+    if lag is None:
+        return None
+    shares = {}
+    for name, of in (("p50", "median"), ("p99", "p99")):
+        ttft = ttft_ms.get(of)
+        shares[f"{name}_pct_of_ttft"] = 100.0 * lag[name] / ttft if ttft else None
+    passed = [s for s in shares.values() if s is not None and s > SEND_LAG_LIMIT_PCT]
+    return {"limit_pct_of_ttft": SEND_LAG_LIMIT_PCT, **shares, "flagged": bool(passed)}
+
+
+def sent_late(metrics: Mapping[str, Any] | None) -> bool | None:
+    """Whether a cell's send lag passed SEND_LAG_LIMIT_PCT of its TTFT (metrics.json
+    `send_lag_check`); None without the check (a closed loop, a cell that did not measure)."""
+    found = (metrics or {}).get("send_lag_check")
+    return None if not found else bool(found.get("flagged"))
+
+
+def send_lag_note(metrics: Mapping[str, Any] | None) -> str:
+    """A sentence when a cell was sent late beyond the limit, else ''."""
+    found = (metrics or {}).get("send_lag_check")
+    if not sent_late(metrics):
+        return ""
+    shares = [
+        f"{name} {share:.0f} % of the TTFT {of}"
+        for name, of in (("p50", "median"), ("p99", "p99"))
+        if (share := found.get(f"{name}_pct_of_ttft")) is not None
+    ]
+    return (
+        f"requests sent late for a free slot: send lag {' and '.join(shares)} (limit "
+        f"{found['limit_pct_of_ttft']:g} %); TTFT and E2E from the send leave the wait out, "
+        "the figures from the schedule count it"
+    )
 
 
 def by_turn(
@@ -163,6 +245,20 @@ def _stop(
         "turn": where,
         "reason": reason,
     }
+def schedule_figures(
+    measured: Sequence[RequestRecord], ttft_ms: dict[str, float | None]
+) -> dict[str, Any]:
+    """An open-loop load's TTFT and E2E from each request's scheduled time (mean, median, p90,
+    p99, count over the completed requests, as `ttft_ms` and `e2el_ms` from the send), null for
+    a closed loop, and the send-lag check against `ttft_ms` (`send_lag_check`)."""
+    done = [r for r in measured if r.status == OK]
+    scheduled = open_loop(measured)
+    out: dict[str, Any] = {}
+    for key, of in (("ttft", ttft_from_schedule_s), ("e2el", e2el_from_schedule_s)):
+        values = (v for r in done if (v := of(r)) is not None)
+        out[f"{key}_from_schedule_ms"] = summarize_ms(values) if scheduled else None
+    out["send_lag_check"] = send_lag_check(send_lag_ms(measured), ttft_ms)
+    return out
 
 
 def compute_metrics(
@@ -219,18 +315,22 @@ def compute_metrics(
     }
     talks = None if planned_turns is None else conversation_counts(measured, planned_turns)
     metrics["conversations"], metrics["turns"] = talks or (None, None)
+    metrics.update(schedule_figures(measured, metrics["ttft_ms"]))
     if slo:
-        good = [r for r in done if _meets_slo(r, slo)]
+        basis = latency_from(measured)
+        good = [r for r in done if _meets_slo(r, slo, basis)]
         metrics["goodput"] = {
             "slo": slo,
             "good_requests": len(good),
             "req_per_s": per_sec(len(good)),
+            "latency_from": basis,
         }
     return metrics
 
 
-def _meets_slo(record: RequestRecord, slo: dict[str, float]) -> bool:
-    if "ttft_ms" in slo and (record.ttft_s is None or record.ttft_s * 1000 > slo["ttft_ms"]):
+def _meets_slo(record: RequestRecord, slo: dict[str, float], basis: str) -> bool:
+    ttft = ttft_from_schedule_s(record) if basis == FROM_SCHEDULE else record.ttft_s
+    if "ttft_ms" in slo and (ttft is None or ttft * 1000 > slo["ttft_ms"]):
         return False
     if "tpot_ms" in slo:
         t = tpot_s(record)

@@ -172,6 +172,8 @@ COMPACT_COLUMNS = [
     Column("prefill_tok_s", "prefill_tok_s", ("prefill_tok_s",)),
     Column("ttft_median_ms", "ttft_median_ms", ("ttft_median_ms",), 1),
     Column("tpot_median_ms", "tpot_median_ms", ("tpot_median_ms",), 1),
+    # open-loop loads: TTFT counted from each request's scheduled time, its wait included
+    Column("ttft_from_schedule_median_ms", "ttft_from_schedule_median_ms", digits=1, optional=True),
     # the engine's prefix cache: prompt tokens it served, % (engines that report it)
     Column("cache_hit_pct", "prefix_cache_hit_pct", digits=1, optional=True),
     Column("peak_mem_gib", "peak_mem_gib", ("peak_mem_gib",)),

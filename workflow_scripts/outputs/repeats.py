@@ -18,7 +18,9 @@ from .compact import peak_mem_gib
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
-CHECKS = (CLIENT_LIMITED, DISTURBED)  # metrics.json object, its flag
+LATENCIES += ("ttft_from_schedule_ms", "e2el_from_schedule_ms")  # open-loop loads
+SEND_LAG = ("send_lag_check", "flagged")  # loadgen.metrics.send_lag_check
+CHECKS = (CLIENT_LIMITED, DISTURBED, SEND_LAG)  # metrics.json object, its flag
 COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_tokens", "num_prompts")
 CONVERSATION_COUNTS = ("conversations", "turns")  # objects of counts, summed as the counts
 SHARES = ("prefix_cache_hit_pct",)  # a mean over the repeats, as the rates

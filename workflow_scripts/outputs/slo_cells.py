@@ -13,12 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..loadgen.metrics import FROM_SCHEDULE, FROM_SEND
 from ..slo.bounds import CONFIDENCE, min_samples_for_upper
 from ..slo.objectives import Slo
 from ..slo.point import judge
 from ..vocabulary import Cell, CellData, Status
 from .slo_text import attainment_text, objective_text
 
+LATENCY_FROM_TEXT = {
+    FROM_SCHEDULE: "TTFT and E2E from each request's scheduled time (open-loop arrivals): a "
+    "request that waited for a free slot is charged its wait.",
+    FROM_SEND: "TTFT and E2E from each request's send (a closed loop).",
+}
 SLO_COLUMNS = ["slo_verdict", "goodput_req_s", "attainment", "slo", "slo_detail", "tail_note"]
 TAIL_PERCENTILES = (90, 99)
 
@@ -86,6 +92,7 @@ def slo_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
                 "attainment": good / n if n else None,
                 "slo": found.get("goal"),
                 "slo_detail": found.get("detail"),
+                "slo_latency_from": found.get("latency_from"),
             }
         )
     return row
@@ -132,7 +139,8 @@ def slo_section(metrics: Mapping[str, Any]):
     paragraphs = [
         f"Goal: {found['goal']}. Verdict: **{found['verdict']}**. Goodput "
         f"{'—' if goodput is None else f'{goodput:.3f}'} req/s (requests meeting every "
-        "objective per second of the run). Bounds: 95 % distribution-free (order statistics)."
+        "objective per second of the run). Bounds: 95 % distribution-free (order statistics). "
+        + LATENCY_FROM_TEXT.get(found.get("latency_from"), "")
     ]
     return Section(
         "Latency goal",

@@ -48,6 +48,7 @@ SLO_CSV_COLUMNS = [
     "quant",
     "drafter",
     "workload",
+    "latency_from",  # where TTFT and E2E ran from: schedule (open-loop arrivals) | send
 ]
 SLO_MD_COLUMNS = [
     "series",
@@ -59,6 +60,7 @@ SLO_MD_COLUMNS = [
     "num_probes",
     "probes_wall_s",
     "note",
+    "latency_from",
     "probes",
 ]
 
@@ -151,6 +153,13 @@ def search_note(search: SearchOutcome) -> str:
     return "; ".join(notes)
 
 
+def latency_from_text(search: SearchOutcome) -> str:
+    """Where the series' probes counted TTFT and E2E from (`slo.point`): `schedule` (open-loop
+    arrivals: each request's scheduled time), `send`, both where its probes differ, '' with
+    no probe measured."""
+    return ", ".join(sorted({r.latency_from for r in search.results.values()}))
+
+
 def slo_row(search: SearchOutcome) -> dict[str, Any]:
     """One series' row of slo.csv."""
     plan, spec = search.plan, search.settings
@@ -184,6 +193,7 @@ def slo_row(search: SearchOutcome) -> dict[str, Any]:
         "quant": search.quant,
         "drafter": search.drafter,
         "workload": search.workload,
+        "latency_from": latency_from_text(search),
     }
 
 
@@ -280,7 +290,10 @@ SLO_INTRO = (
     "requests meeting every objective, with its exact (Clopper-Pearson) interval; a request of "
     "one token has no TPOT and meets a TPOT objective. Goodput: the requests (and their "
     "completion tokens) that met every objective, per second of the run, at the largest "
-    "passing load."
+    "passing load. `latency_from`: where TTFT and E2E ran from — `schedule` under open-loop "
+    "arrivals (a trace, Poisson `request_rate`): from each request's scheduled time, so a "
+    "request that waited for a free slot is charged its wait (left out, it is what the field "
+    "calls coordinated omission); `send` in a closed loop. TPOT runs between tokens either way."
 )
 DRAFTER_GOAL_INTRO = (
     "Each drafter series beside its base series (drafter none, same model, engine, quant and "

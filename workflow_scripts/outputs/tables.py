@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..loadgen.metrics import send_lag_note, sent_late
 from ..loadgen.records import RequestRecord
 from ..process.machine_use import attempts_note, client_note, disturbed, interference_note
 from ..process.memory import understates_note
@@ -92,6 +93,20 @@ INTERVAL_FIGURES = [
 MEMORY_COLUMNS = ["server_anon_peak_gib", "server_file_peak_gib", "mem_delta_understates"]
 
 
+# An open-loop cell's TTFT and E2E from each request's scheduled time (beside the contract's
+# from the send), its send lag, and whether that passed the stated share of its TTFT
+# (loadgen.metrics.send_lag_check); empty for a closed loop.
+SCHEDULE_COLUMNS = [
+    "ttft_from_schedule_median_ms",
+    "ttft_from_schedule_p99_ms",
+    "e2el_from_schedule_median_ms",
+    "e2el_from_schedule_p99_ms",
+    "send_lag_p50_ms",
+    "send_lag_p99_ms",
+    "send_lag_flagged",
+]
+
+
 LATER_COLUMNS = [
     "build_variant",
     "interval_source",
@@ -118,6 +133,8 @@ LATER_COLUMNS = [
     "prefix_cache",  # on | off: the engine's settings let it serve prompts from its cache
     "content",  # what the prompts are: chat, conversation, code, random tokens, ...
     *CONVERSATION_COLUMNS,  # a conversation cell's counts (metrics.json conversations, turns)
+    *SCHEDULE_COLUMNS,  # open-loop loads: latency from the schedule, the send lag and its flag
+    "slo_latency_from",  # where the goal's TTFT and E2E ran from (outputs.slo_cells)
 ]
 
 
@@ -268,6 +285,20 @@ def check_columns(metrics: CellMetrics) -> dict[str, Any]:
     return row
 
 
+def schedule_columns(metrics: CellMetrics) -> dict[str, Any]:
+    """SCHEDULE_COLUMNS from metrics.json, with a note when the send lag is flagged."""
+    row: dict[str, Any] = {}
+    for figure in ("ttft", "e2el"):
+        found = metrics.get(f"{figure}_from_schedule_ms") or {}
+        row[f"{figure}_from_schedule_median_ms"] = found.get("median")
+        row[f"{figure}_from_schedule_p99_ms"] = found.get("p99")
+    lag = metrics.get("send_lag_ms") or {}
+    row["send_lag_p50_ms"], row["send_lag_p99_ms"] = lag.get("p50"), lag.get("p99")
+    row["send_lag_flagged"] = sent_late(metrics)
+    row["send_lag_note"] = send_lag_note(metrics)
+    return row
+
+
 def memory_columns(metrics: CellMetrics) -> dict[str, Any]:
     """The server tree's anonymous and file-backed RSS peaks, and whether the MemAvailable drop
     shown as `peak_mem_gib` understates them, with a note saying why when it does."""
@@ -300,6 +331,7 @@ def summary_rows(
             **check_columns(metrics),
             **memory_columns(metrics),
             **slo_columns(metrics),
+            **schedule_columns(metrics),
         }
         for metrics in merge_with_cells(all_metrics, cells)
     ]

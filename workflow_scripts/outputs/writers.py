@@ -89,6 +89,7 @@ FLAG_NOTES = [
     ("client_note", "The load client may have limited the measurement"),
     ("interference_note", "Other work on the machine during the bench"),
     ("mem_note", "Peak memory (the MemAvailable drop) below what the server holds"),
+    ("send_lag_note", "Open-loop arrivals sent late (they waited for a free slot)"),
 ]
 
 

@@ -6,6 +6,11 @@ Which requests count: the measured (not warm-up), completed ones, as for every f
 metrics.json. An errored or cut-off request is in no percentile and no attainment; `errors`
 and `incomplete` say how many there were, so a table can show them beside the verdict.
 
+Where TTFT and E2E run from (`latency_from`): under open-loop arrivals (a trace, Poisson; the
+records carry a `scheduled_s`) from each request's scheduled time, so a request that waited for
+a free slot is charged its wait, as a user arriving then would be; in a closed loop from the
+send. TPOT runs between tokens, so no wait reaches it.
+
 A request meets the goal when each of its figures is within the objective's limit. A request
 of one token has no TPOT (no gap between tokens to be slow in): it meets a TPOT objective
 vacuously, is not among the TPOT percentile's values (as in metrics.json's `tpot_ms`), and
@@ -20,7 +25,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..loadgen.metrics import tpot_s
+from ..loadgen.metrics import (
+    FROM_SCHEDULE,
+    FROM_SEND,
+    e2el_from_schedule_s,
+    latency_from,
+    tpot_s,
+    ttft_from_schedule_s,
+)
 from ..loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
 from ..vocabulary import Status
 from .bounds import CONFIDENCE, PercentileBound, clopper_pearson, percentile_bound
@@ -28,24 +40,26 @@ from .objectives import Objective, Slo
 from .verdict import Verdict, attainment_verdict, combined, percentile_verdict
 
 
-def figure_ms(record: RequestRecord, figure: str) -> float | None:
-    """A request's ttft_ms / tpot_ms / e2el_ms, or None where it has none."""
+def figure_ms(record: RequestRecord, figure: str, basis: str = FROM_SEND) -> float | None:
+    """A request's ttft_ms / tpot_ms / e2el_ms, or None where it has none; TTFT and E2E from
+    its scheduled time when `basis` is FROM_SCHEDULE."""
+    scheduled = basis == FROM_SCHEDULE
     if figure == "ttft_ms":
-        seconds = record.ttft_s
+        seconds = ttft_from_schedule_s(record) if scheduled else record.ttft_s
     elif figure == "tpot_ms":
         seconds = tpot_s(record)
     elif figure == "e2el_ms":
-        seconds = record.e2e_s
+        seconds = e2el_from_schedule_s(record) if scheduled else record.e2e_s
     else:
         raise ValueError(f"unknown latency figure {figure!r}")
     return None if seconds is None else seconds * 1000.0
 
 
-def meets_goal(record: RequestRecord, slo: Slo) -> bool:
-    """Every objective's figure within its limit; a missing TPOT (one token) meets it, a
-    missing TTFT or E2E does not."""
+def meets_goal(record: RequestRecord, slo: Slo, basis: str = FROM_SEND) -> bool:
+    """Every objective's figure (TTFT and E2E from `basis`) within its limit; a missing TPOT
+    (one token) meets it, a missing TTFT or E2E does not."""
     for objective in slo.objectives:
-        value = figure_ms(record, objective.figure)
+        value = figure_ms(record, objective.figure, basis)
         if value is None:
             if objective.figure == "tpot_ms":
                 continue
@@ -85,7 +99,8 @@ class AttainmentResult:
 class PointResult:
     """A point against the goal. Goodput counts the requests that met every objective over
     the run's duration (req/s and completion tok/s); `req_per_s` and `decode_tok_s` are the
-    cell's own throughput, all requests counted; `wall_s` what the probe cost."""
+    cell's own throughput, all requests counted; `wall_s` what the probe cost; `latency_from`
+    where TTFT and E2E ran from (FROM_SCHEDULE: an open-loop load; FROM_SEND)."""
 
     verdict: Verdict
     objectives: tuple[ObjectiveResult, ...]
@@ -99,6 +114,7 @@ class PointResult:
     decode_tok_s: float | None
     duration_s: float | None
     wall_s: float | None
+    latency_from: str = FROM_SEND
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for a probe's JSON (the verdicts are str)."""
@@ -113,20 +129,22 @@ def evaluate_point(
 ) -> PointResult:
     """Judge one run: `records` as requests.jsonl holds them (RequestRecord or its dict),
     `metrics` the cell's metrics.json (duration_s, req_per_s, decode_tok_s, started_at,
-    finished_at are read). The point passes when every objective and the attainment pass."""
+    finished_at are read). The point passes when every objective and the attainment pass;
+    under open-loop arrivals TTFT and E2E run from each request's scheduled time."""
     measured = [r if isinstance(r, RequestRecord) else RequestRecord.from_dict(r) for r in records]
     measured = [r for r in measured if not r.warmup]
     done = [r for r in measured if r.status == OK]
+    basis = latency_from(measured)
     results = []
     for objective in slo.objectives:
-        values = [v for r in done if (v := figure_ms(r, objective.figure)) is not None]
+        values = [v for r in done if (v := figure_ms(r, objective.figure, basis)) is not None]
         bound = percentile_bound(values, objective.percentile, confidence)
         results.append(
             ObjectiveResult(
                 objective, bound, percentile_verdict(bound.lo, bound.hi, objective.max_ms)
             )
         )
-    good = [r for r in done if meets_goal(r, slo)]
+    good = [r for r in done if meets_goal(r, slo, basis)]
     lo, hi = clopper_pearson(len(good), len(done), confidence)
     target = slo.attainment
     attainment = AttainmentResult(
@@ -153,6 +171,7 @@ def evaluate_point(
         decode_tok_s=metrics.get("decode_tok_s"),
         duration_s=duration,
         wall_s=wall_s(metrics),
+        latency_from=basis,
     )
 
 

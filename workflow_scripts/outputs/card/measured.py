@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...loadgen.metrics import send_lag_note
 from ...process.machine_use import attempts_note, client_note, interference_note
 from ...process.memory import understates_note
 from ...vocabulary import CellMetrics, Status
@@ -40,6 +41,8 @@ HOW = {
     "from its own counts (llama.cpp: each response's timings; vLLM, SGLang: /metrics "
     "counters over the measured run); on or off by the engine's settings",
     "send_lag": "actual send − scheduled send (trace or Poisson arrivals): p50 (p99)",
+    "from_schedule": "as above, counted from the request's scheduled send (trace or Poisson "
+    "arrivals): its wait for a free slot included; median (p90 / p99)",
 }
 
 
@@ -165,9 +168,14 @@ def measured_rows(
         ("Server ready after", fmt(metrics.get("ready_s"), "s"), ref("ready_s", "s"), HOW["ready"]),
         ("Prefix-cache hit", prefix_cache_value(metrics), "—", HOW["prefix_cache"]),
     ]
+    for name, key in (("TTFT", "ttft"), ("E2E latency", "e2el")):
+        if metrics.get(f"{key}_from_schedule_ms"):
+            value = _dist(metrics, f"{key}_from_schedule_ms")
+            rows.append((f"{name} from schedule", value, "—", HOW["from_schedule"]))
     if lag := metrics.get("send_lag_ms"):
         lag_text = f"{fmt(lag.get('p50'), 'ms')} (p99 {fmt(lag.get('p99'), 'ms')})"
-        rows.append(("Send lag", lag_text, "—", HOW["send_lag"]))
+        check = f"; sent late: {note}" if (note := send_lag_note(metrics)) else ""
+        rows.append(("Send lag", lag_text, "—", HOW["send_lag"] + check))
     return rows
 
 

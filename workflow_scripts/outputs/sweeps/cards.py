@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 
+from ...loadgen.metrics import SEND_LAG_LIMIT_PCT
 from ...vocabulary import Status
 from ..compact import is_missing, number_text
 from .frontier import frontier_stretches
@@ -51,6 +52,14 @@ def series_sections(
         if shaky:
             lines.append(
                 f"Disturbed (other work on the machine during the bench): {', '.join(shaky)}"
+            )
+        late = [
+            p for p, f in zip(group["point"], group["send_lag_flagged"], strict=True) if f is True
+        ]
+        if late:
+            lines.append(
+                f"Sent late (send lag past {SEND_LAG_LIMIT_PCT:g} % of TTFT; read TTFT from the "
+                f"schedule): {', '.join(late)}"
             )
         failed = group[group["status"] != Status.DONE]
         for row in failed.itertuples():

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ...atomic import write_text
+from ...loadgen.metrics import SEND_LAG_LIMIT_PCT
 from ...loadgen.records import RequestRecord
 from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import is_missing, number_text, with_interval
@@ -32,7 +33,11 @@ SWEEPS_INTRO = (
     "repeats (≥ 3) or a bootstrap over its requests, as in the summary. sweeps.csv holds every "
     "column (the intervals' ends, per-GPU throughput, the cells' own names). `disturbed`: other "
     "work on the machine crossed the config's `checks` during the point's bench (the frontier, "
-    "the gain and the crossover say so where they rest on such a point)."
+    "the gain and the crossover say so where they rest on such a point). Under open-loop "
+    "arrivals (a trace, Poisson `request_rate`) TTFT from the schedule counts each request from "
+    "when it was due, its wait for a free slot included (TTFT and E2E from the send leave it "
+    "out), and `sent late` marks a point whose send lag passed "
+    f"{SEND_LAG_LIMIT_PCT:g} % of its TTFT at the median or at p99."
 )
 PARETO_TITLE = "Throughput against interactivity: the frontier"
 PARETO_INTRO = (
@@ -75,6 +80,7 @@ def _interval(row: Mapping[str, Any], key: str, digits: int = 1) -> str:
 def sweeps_view(sweeps: pd.DataFrame) -> pd.DataFrame:
     """sweeps.md: the point, its status and its figures as `value ± half-width`."""
     rows = []
+    open_loop = sweeps["ttft_from_schedule_median_ms"].notna().any()
     for row in sweeps.to_dict("records"):
         done = row["status"] == Status.DONE
         shown = {"series": row["series"], "point": row["point"], "status": row["status"]}
@@ -100,6 +106,10 @@ def sweeps_view(sweeps: pd.DataFrame) -> pd.DataFrame:
         )
         shown["reason"] = "" if done else (row.get("reason") or "")
         shown["disturbed"] = "yes" if row.get("disturbed") is True else ""
+        if open_loop:
+            for key in ("ttft_from_schedule_median_ms", "ttft_from_schedule_p99_ms"):
+                shown[key] = number_text(row.get(key), 0) if done else ""
+            shown["sent late"] = "yes" if row.get("send_lag_flagged") is True else ""
         rows.append(shown)
     return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["series", "point", "status"])
 

@@ -12,7 +12,7 @@ from ...loadgen.records import RequestRecord
 from ...process.machine_use import disturbed
 from ...vocabulary import Cell, CellData, CellMetrics, Status, point_part, point_value
 from ..compact import is_missing, summary_row
-from ..tables import figure_intervals, merge_with_cells
+from ..tables import SCHEDULE_COLUMNS, figure_intervals, merge_with_cells, schedule_columns
 
 # sweeps.csv: the contract's columns first, then what a reader needs to trust them.
 SWEEP_FIGURES = [
@@ -49,6 +49,8 @@ SWEEP_COLUMNS = [
     "workload",
     "reason",
     "disturbed",  # other work on the machine during the point's bench (machine_use.disturbed)
+    # open-loop points: latency from each request's scheduled time, the send lag and its flag
+    *SCHEDULE_COLUMNS,
 ]
 
 # The figures a point's row takes from its metrics, each with its interval.
@@ -112,6 +114,7 @@ def point_row(
     for name in MEASURED:
         for suffix in ("", "_lo", "_hi"):
             out[name + suffix] = row.get(name + suffix)
+    out.update({k: v for k, v in schedule_columns(metrics).items() if k in SCHEDULE_COLUMNS})
     out["interactivity_tok_s"] = _reciprocal(row.get("tpot_median_ms"))
     out["interactivity_tok_s_lo"] = _reciprocal(row.get("tpot_median_ms_hi"))
     out["interactivity_tok_s_hi"] = _reciprocal(row.get("tpot_median_ms_lo"))
