@@ -74,6 +74,18 @@ def test_a_point_of_a_series_reads_its_server_record_as_ancient(jobs):
     assert jobs.cell_group(SimpleNamespace(cell=point)).startswith("series-")
 
 
+def test_a_floor_run_waits_for_its_reference_and_reads_it_as_ancient(jobs):
+    """Its job reads the reference's metrics.json (and is not started when that run did not
+    finish: cell.run.check_inputs); a rerun of the reference alone does not rerun it. Any other
+    cell has no such input."""
+    floor = next(cell for cell in jobs.dag.cells if cell.endswith("__floor"))
+    reference = floor.removesuffix("__floor")
+    inputs = jobs.cell_inputs(SimpleNamespace(cell=floor))
+    assert inputs["floor_reference"] == f"results/cells/{reference}/metrics.json"
+    assert is_flagged(inputs["floor_reference"], "ancient")
+    assert "floor_reference" not in jobs.cell_inputs(SimpleNamespace(cell=reference))
+
+
 def test_the_search_tables_wait_on_each_series_first_probe(jobs):
     """No judgement made yet: each search's walk stops at its first probe, one each."""
     inputs = jobs.slo_table_inputs(SimpleNamespace())

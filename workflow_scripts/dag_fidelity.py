@@ -11,7 +11,7 @@ from typing import Any
 
 from .atomic import param_json
 from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
-from .fidelity.pairs import QUANT, floor_id
+from .fidelity.pairs import QUANT, floor_id, floor_of
 
 
 class UnknownCell(LookupError):
@@ -86,6 +86,16 @@ class FidelitySteps:
             "base": self.path("fidelity_base", "record", model=plan.model),
             "logits": self.path("fidelity_base", "logits", model=plan.model),
         }
+
+    # --- a floor run's reference ------------------------------------------------------------
+
+    def floor_reference(self, cell_id: str) -> str | None:
+        """A floor run's reference's metrics.json (None for any other cell): the floor run
+        waits for it and is not started when it did not finish (cell.run.check_inputs)."""
+        reference = floor_of(cell_id)
+        if reference is None or reference not in self.cells:
+            return None
+        return self.path("cell", "metrics", cell=reference)
 
     # --- what a card compares ---------------------------------------------------------------
 

@@ -110,6 +110,11 @@ class RuleJobs:
         if series:
             # ancient: a new server start never reruns the points that ran on an earlier one
             inputs["server"] = ancient(self.dag.series_record(series))
+        reference = self.dag.floor_reference(wildcards.cell)
+        if reference:
+            # ancient: a floor run waits for its reference and reads its status; a later run of
+            # the reference alone does not rerun it (a floor run that failed with it is retried)
+            inputs["floor_reference"] = ancient(reference)
         return inputs
 
     @job_function

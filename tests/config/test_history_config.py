@@ -22,6 +22,9 @@ def cells(dataset: dict, **workload) -> list:
     setter(["workloads", "c4", "dataset"], dataset)(config)
     for key, value in workload.items():
         setter(["workloads", "c4", key], value)(config)
+    if workload.get("record_outputs") is False:  # a floor run beside it is refused
+        for entry in config["cells"]:
+            entry.pop("fidelity_floor", None)
     return [c for c in build_cells(validate_config(config)) if c.workload == "c4"]
 
 

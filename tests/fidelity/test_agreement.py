@@ -16,6 +16,7 @@ import pytest
 from workflow_scripts.fidelity.agreement import (
     ALPHA,
     CHANGED,
+    NO_VERDICT,
     UNCHANGED,
     UNRESOLVED,
     Agreement,
@@ -88,6 +89,23 @@ def test_outputs_not_recorded_compare_nothing():
     # a record written before outputs were kept has no `output` key at all
     old = [{k: v for k, v in r.items() if k != "output"} for r in kept]
     assert compare_outputs(kept, old).recorded is False
+
+
+def test_answers_both_empty_are_no_evidence_and_are_counted():
+    """Prompt 0: both answers empty (no evidence of agreement: not compared); 1: one empty (the
+    texts differ at 0); 2: identical; 3: the reference's errored. Before, two empty answers
+    counted as identical, and all-empty cells as `unchanged`."""
+    reference = [record(0, ""), record(1, ""), record(2, "a"), record(3, "b", status="error")]
+    cell = [record(0, ""), record(1, "x"), record(2, "a"), record(3, "b")]
+    got = compare_outputs(cell, reference)
+    assert (got.prompts_compared, got.identical, got.first_divergence) == (2, 1, (0,))
+    assert (got.answers, got.empty_or_errored) == (8, 4)  # reference: 2 empty, 1 error; cell: 1
+    empty = [record(i, "") for i in range(16)]
+    judged = judge_pair(compare_outputs(empty, empty), compare_outputs(empty, empty))
+    assert (judged.verdict, judged.reason) == (
+        NO_VERDICT,
+        "no evidence (32 of 32 answers empty or errored)",
+    )
 
 
 def test_a_known_share_altered_after_a_known_position():
@@ -207,7 +225,7 @@ def test_the_smallest_p_is_none_identical():
         (Agreement(16, 15, (9,)), None, UNRESOLVED),  # no floor, one differs
         (Agreement(16, 15, (9,)), Agreement(0, 0), UNRESOLVED),  # a floor that compared nothing
         (Agreement(0, 0, recorded=False), Agreement(16, 16), UNRESOLVED),  # not recorded
-        (Agreement(0, 0), Agreement(16, 16), UNRESOLVED),  # nothing compared
+        (Agreement(0, 0), Agreement(16, 16), NO_VERDICT),  # nothing compared: no evidence
         (Agreement(16, 0, (0,) * 16), Agreement(16, 0, (0,) * 16), UNRESOLVED),  # floor never
     ],
 )

@@ -86,6 +86,20 @@ def test_agreement_of_the_floor_scales_the_wilson_bounds_by_the_floor():
     assert got.value == pytest.approx(80.0)
 
 
+def test_agreement_of_the_floor_and_its_interval_are_capped_at_100_percent():
+    """A pair that agreed more often than the floor (16/16 against 13/16: noise) reads 100 %,
+    not 123 %; its Wilson bounds scaled by 16/13 are capped the same way. Before, the figure and
+    its upper bound passed 100 %."""
+    pair, floor = Agreement(16, 16), Agreement(16, 13, (1, 2, 3))
+    lo, hi = pair.interval_pct
+    scale = 16 / 13
+    assert lo * scale < 100 < hi * scale  # uncapped: the interval would pass 100 %
+    got = agreement_of_floor(pair, floor)
+    assert (got.value, got.lo, got.hi) == pytest.approx((100.0, lo * scale, 100.0))
+    below = agreement_of_floor(Agreement(16, 8, (1,) * 8), floor)  # 50 % of 81.25 %: uncapped
+    assert below.value == pytest.approx(100 * 8 / 13)
+
+
 def test_agreement_without_a_floor_is_against_100_percent_and_none_without_a_ratio():
     pair = Agreement(16, 12, (1, 2, 3, 4))
     assert agreement_of_floor(pair, None) == Figure(75.0, *pair.interval_pct)

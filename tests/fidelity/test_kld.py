@@ -13,6 +13,7 @@ import pytest
 from tests.support.config import default_config
 from tests.support.engines import smollm2_chain_quants
 from workflow_scripts.dag import UnknownCell, build_dag
+from workflow_scripts.fidelity import kld
 from workflow_scripts.fidelity.kld import (
     KldSettings,
     KldStep,
@@ -20,6 +21,8 @@ from workflow_scripts.fidelity.kld import (
     check_chunks,
     conversation_text,
     kld_argv,
+    measure_kld,
+    sha256_bytes,
     write_failure,
 )
 from workflow_scripts.fidelity.perplexity_output import (
@@ -79,6 +82,70 @@ def test_an_output_cut_before_the_statistics_names_the_missing_figure():
     without_p99 = "\n".join(ln for ln in KLD_OUTPUT.splitlines() if not ln.startswith("99.0%"))
     with pytest.raises(PerplexityError, match="no KLD 99.0 line"):
         parse_kld(without_p99)
+
+
+def with_line(output: str, label: str, line: str) -> str:
+    """The recording with its line that starts with `label` (after a log prefix such as
+    `0.09.163.309 I `) replaced from there on (a STAND-IN output: the pinned build printed no
+    such line on the default's quants)."""
+    found = next(ln for ln in output.splitlines() if ln.split(" I ")[-1].startswith(label))
+    changed = output.replace(found, found[: found.index(label)] + line)
+    assert changed != output
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("output", "parse", "named"),
+    [
+        (
+            with_line(KLD_OUTPUT, "Mean    KLD", "Mean    KLD:        nan ±        nan"),
+            parse_kld,
+            "kld_mean = nan",
+        ),
+        (
+            with_line(KLD_OUTPUT, "99.0%   KLD", "99.0%   KLD:        inf"),
+            parse_kld,
+            "KLD 99.0 = inf",
+        ),
+        (
+            with_line(KLD_OUTPUT, "Same top p", "Same top p:    nan ±    nan %"),
+            parse_kld,
+            "same_top_pct = nan",
+        ),
+        (
+            with_line(BASE_OUTPUT, "Final estimate", "Final estimate: PPL = nan +/- nan"),
+            parse_base,
+            "perplexity = nan",
+        ),
+    ],
+    ids=["kld_mean", "kld_p99", "same_top", "base_ppl"],
+)
+def test_a_non_finite_figure_fails_the_step_naming_it(output, parse, named):
+    """llama-perplexity exits 0 having printed `nan` (stand-in outputs: the recording with one
+    line changed). Before, the nan was a `done` record's figure, read as "not measured"."""
+    with pytest.raises(PerplexityError, match=f"printed {re.escape(named)}: no finite figure"):
+        parse(output)
+
+
+def test_a_kld_step_that_read_nan_writes_no_done_record(tmp_path, monkeypatch):
+    """The step's record says failed, naming the figure (the rule writes it from the error)."""
+    text = tmp_path / "text.txt"
+    text.write_text("some text")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"status": "done", "text_sha256": sha256_bytes(text), "wall_s": 1}))
+    manifest = tmp_path / "q4_0.json"
+    manifest.write_text(json.dumps({"primary": "q4_0.gguf"}))
+    nan_output = with_line(KLD_OUTPUT, "Mean    KLD", "Mean    KLD:        nan ±        nan")
+    monkeypatch.setattr(kld, "tool_of", lambda step, stamp: ("llama-perplexity", {}))
+    monkeypatch.setattr(kld, "run_tool", lambda argv: (nan_output, 1.0))
+    step = KldStep("m", "q4_0", "f16", "e", {}, KldSettings())
+    record = tmp_path / "m__q4_0.json"
+    with pytest.raises(PerplexityError) as error:
+        measure_kld(step, str(text), str(base), "f16.logits", "stamp", str(manifest), str(record))
+    assert not record.exists()
+    write_failure(step, str(record), tmp_path / "failures", error.value)
+    written = json.loads(record.read_text())
+    assert written["status"] == "failed" and "kld_mean = nan" in written["reason"]
 
 
 def test_a_text_too_short_is_refused_with_the_tools_own_words():
@@ -173,10 +240,14 @@ def test_each_gguf_quant_a_llamacpp_build_runs_gets_a_step(empty_workdir):
 
 
 def test_no_step_without_a_gguf_reference_or_a_built_llamacpp(empty_workdir):
+    """(Without the default's KL goal: a goal no engine can measure is refused, below.)"""
     # the highest-precision quant by name is bf16, safetensors for vLLM
-    assert build_dag(chain_config(None)).kld_targets() == []
+    config = chain_config(None)
+    del config["models"]["smollm2-135m"]["fidelity"]
+    assert build_dag(config).kld_targets() == []
     # the build makes the quants but runs no cell: a native llama-server does
     config = chain_config("f16")
+    del config["models"]["smollm2-135m"]["fidelity"]
     built = {name for name, engine in config["engines"].items() if engine["launch"] == "build"}
     config["engines"]["native"] = {"kind": "llamacpp", "launch": "native", "binary": "x"}
     for entry in config["cells"]:

@@ -75,14 +75,15 @@ def test_the_reference_quant_defaults_to_the_most_bits(quants, expected):
     assert quant_bits("iq2_xs") == 2 and quant_bits("mxfp4") == 4 and quant_bits("f32") == 32
 
 
-def test_no_floor_run_where_outputs_are_not_kept_or_repeats_already_measure_it():
+def test_no_floor_run_where_repeats_already_measure_it():
+    """(A floor run beside `record_outputs: false` is refused: tests/config/test_fidelity.py.)"""
     config = default_config()
-    config["workloads"]["c4"]["record_outputs"] = False
+    config["workloads"]["c4"]["repeats"] = 2
     config["workloads"]["sweep"]["repeats"] = 2
     cells, pairs = cells_and_pairs(config)
     assert not [c.id for c in cells if floor_of(c.id)]
     assert not [p for p in pairs if p.kind == FLOOR]
-    assert any(p.kind == QUANT for p in pairs)  # still compared: "not recorded" in the table
+    assert any(p.kind == QUANT for p in pairs)
 
 
 @pytest.mark.parametrize(

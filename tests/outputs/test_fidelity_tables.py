@@ -77,7 +77,7 @@ def test_rows_verdicts_kl_goal_and_frontier(matrix):
     assert table.loc[floor_id(F16), "kind"] == "floor"
     # vLLM and the sweep have no records here: no row, nothing invented
     assert not any("vllm" in c or "sweep" in c for c in table.index)
-    assert drafter_output_verdicts(cells, recs) == {NGRAM: "changed"}
+    assert drafter_output_verdicts(cells, recs, metrics) == {NGRAM: "changed"}
 
     points = frontier_points(
         table.reset_index(), {m["cell"]: m for m in metrics}, {c.id: c for c in cells}
@@ -98,6 +98,38 @@ def test_outputs_not_recorded_say_so_and_judge_nothing(matrix):
     table = fidelity_table(cells, metrics, recs, {}, FidelitySettings.of_config(config))
     (row,) = table.to_dict("records")
     assert row["verdict"] == "not recorded" and pd_isna(row["identical_pct"])
+
+
+@pytest.mark.parametrize(
+    ("kld", "why"),
+    [
+        (  # written `done` before a non-finite figure failed the step
+            {"status": "done", "kld_mean": float("nan"), "kld_p99": 0.1, "same_top_pct": 97.0},
+            "kld_mean is nan: no finite figure",
+        ),
+        (
+            {"status": "failed", "reason": "PerplexityError: llama-perplexity printed kld_mean"},
+            "failed: PerplexityError: llama-perplexity printed kld_mean (retried next run)",
+        ),
+    ],
+    ids=["nan", "failed"],
+)
+def test_a_kl_record_without_a_finite_figure_never_passes_a_kl_goal(matrix, kld, why):
+    """A quant identical to its reference on every prompt meets the agreement objective; its
+    KL objective has no figure to meet: unresolved, saying why, so the goal is not `pass`.
+    Before, the missing figure read as "not measured" and the goal passed."""
+    config, cells = matrix
+    recs = {F16: records(set()), floor_id(F16): records(set()), Q8: records(set())}
+    metrics = [{"cell": c, "status": "done", "decode_tok_s": 1.0} for c in recs]
+    goal = {"kld_mean": {"max": 0.05}, "agreement_of_floor_pct": {"min": 80}}
+    settings = FidelitySettings({"smollm2-135m": "f16"}, {"smollm2-135m": goal})
+    table = fidelity_table(cells, metrics, recs, {"smollm2-135m__q8_0": kld}, settings)
+    row = table.set_index("cell").loc[Q8]
+    assert row["verdict"] == "unchanged" and row["kld_note"] == why
+    assert pd_isna(row["kld_mean"])
+    assert row["goal_verdict"] == "unresolved"
+    assert f"KL mean: unresolved ({why})" in row["goal_detail"]
+    assert "agreement % of floor 100 [80.6, 100] ≥ 80: pass" in row["goal_detail"]
 
 
 def pd_isna(value) -> bool:

@@ -8,7 +8,10 @@ known function of the prompt (`fixtures/sweeps/law.py`), so every figure is know
   agreement is known, the first divergence at each altered prompt too; verdict `changed`;
 - `law-noise`: no alteration, but the answers to a quarter of the prompts (by hash) vary from run
   to run: the floor is known, and the drafter, whose outputs vary only as much, is `unchanged`;
-- the `few` workload: 3 prompts, too few for any verdict: `unresolved`.
+- the `few` workload: 3 prompts, too few for any verdict: `unresolved`;
+- the `gone` workload: the reference's server exits at start (a negative step time, which the
+  stand-in refuses): its floor run is not started, and the drafter's pair reads `no verdict:
+  reference failed: ...` in fidelity.csv/md and on its card.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ NOISE = Law(step_ms=1, step_per_stream_ms=0.5, alter_after=2, noise_share=0.25)
 MAX_TOKENS = 8
 PROMPTS = [f"question {i} for the fidelity table" for i in range(24)]
 FEW = 3
+GONE = 4
 DRAFTER = "standin-draft"
 
 
@@ -71,8 +75,19 @@ def config(data: Path) -> dict:
                 },
                 "fidelity_floor": True,
             },
+            {  # a reference whose server exits at start (the stand-in refuses a negative step)
+                **{"model": "smollm2-135m", "engine": "law-alter", "workload": "gone"},
+                "settings": {"law_step_ms": -1},
+                "fidelity_floor": True,
+            },
+            {
+                "model": "smollm2-135m",
+                "engine": "law-alter",
+                "workload": "gone",
+                "drafter": DRAFTER,
+            },
         ],
-        workloads={"w": workload(len(PROMPTS)), "few": workload(FEW)},
+        workloads={"w": workload(len(PROMPTS)), "few": workload(FEW), "gone": workload(GONE)},
         drafters={DRAFTER: {"kind": "ngram-simple", "n_max": 3}},
     )
     out["engines"] = {"law-alter": ALTER.engine(), "law-noise": NOISE.engine()}
@@ -147,3 +162,29 @@ def test_the_changed_drafter_is_flagged_where_its_gain_is_shown(fidelity_run):
     # the run's last lines show the verdict beside each compared cell
     end = (proc.stdout + proc.stderr).split("\ncell ")[-1]
     assert "outputs" in end.splitlines()[0] and "changed" in end
+
+
+def test_a_failed_reference_gives_no_verdict_and_its_floor_run_is_not_started(fidelity_run):
+    """Before, fidelity.csv left the pair out while the card judged the reference's partial
+    records, and the floor run started a server of its own."""
+    workdir, rows, _ = fidelity_run
+    reference, drafter = cell("law-alter", "none", "gone"), cell("law-alter", DRAFTER, "gone")
+    cells = workdir / "results/cells"
+    failed = json.loads((cells / reference / "metrics.json").read_text())
+    assert failed["status"] == "failed"
+    floor = json.loads((cells / f"{reference}__floor" / "metrics.json").read_text())
+    assert floor["status"] == "failed", floor
+    assert f"reference {reference} failed: " in floor["reason"]
+    assert floor["reason"].endswith("; its floor run is not started"), floor["reason"]
+    assert (
+        (cells / f"{reference}__floor" / "server.log")
+        .read_text()
+        .startswith("(the server was never started)")
+    )
+    row = rows[drafter]
+    assert row["verdict"] == "no verdict" and row["prompts_compared"] == ""
+    assert row["verdict_reason"].startswith("reference failed: "), row["verdict_reason"]
+    md = (workdir / "results/summary/fidelity.md").read_text()
+    assert "no verdict: reference failed: " in md
+    card = (cells / drafter / "card.md").read_text()
+    assert "| Verdict | no verdict | reference failed: " in card, card

@@ -22,6 +22,19 @@ def read_manifest(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def read_run(path: str | Path) -> dict:
+    """A cell's metrics.json as a status: one that does not parse is a run that did not
+    finish, saying so."""
+    try:
+        data = json.loads(Path(path).read_text())
+        why = None if isinstance(data, dict) else "holds no object"
+    except (OSError, ValueError) as error:
+        why = f"does not parse ({type(error).__name__}: {error})"
+    if why is None:
+        return data
+    return {"cell": Path(path).parent.name, "status": Status.FAILED, "reason": f"{path} {why}"}
+
+
 def cell_inputs(
     cell: Cell,
     out_dir: Path,
@@ -31,8 +44,10 @@ def cell_inputs(
     failures_dir: str | Path,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     series_record: Path | None = None,
+    floor_reference: str | Path | None = None,
 ) -> CellInputs:
-    """What a cell's run takes, its engine's and weights' stamps read."""
+    """What a cell's run takes, its engine's and weights' stamps (and a floor run's
+    reference's metrics.json) read."""
     return CellInputs(
         cell=cell,
         out_dir=out_dir,
@@ -42,6 +57,7 @@ def cell_inputs(
         failures_dir=Path(failures_dir),
         thresholds=thresholds,
         series_record=series_record,
+        floor_reference=read_run(floor_reference) if floor_reference else None,
     )
 
 
@@ -54,9 +70,11 @@ def run_cell_job(
     weights: str | Path | None = None,
     drafter_weights: str | Path | None = None,
     server: str | Path | None = None,
+    floor_reference: str | Path | None = None,
 ) -> None:
     """The cell rule's work: a blocked cell's stub (it has no stamps), else its run, on its
-    series' server when `server` names that server's record; one line says how it went.
+    series' server when `server` names that server's record (a floor run: `floor_reference`
+    its reference's metrics.json); one line says how it went.
     `checks` is the config's (not a param: a threshold only decides a flag, and editing one
     must not rerun a measurement)."""
     if cell.blocked:
@@ -73,6 +91,7 @@ def run_cell_job(
         failures_dir,
         Thresholds.from_config(checks),
         Path(server) if server else None,
+        floor_reference,
     )
     result = run_cell(inputs, SharedServer if server else None)
     if result["status"] == Status.DONE:

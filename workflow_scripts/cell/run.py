@@ -73,6 +73,7 @@ class CellInputs:
     failures_dir: Path | None = None
     thresholds: Thresholds = Thresholds()  # the config's `checks`: they decide flags only
     series_record: Path | None = None  # a shared series' server record (cell.series)
+    floor_reference: dict[str, Any] | None = None  # a floor run's reference's metrics.json
 
 
 def load_settings_for(cell: Cell, base_url: str, served_model: str | None) -> LoadSettings:
@@ -229,8 +230,9 @@ class OwnServer:
 
 
 def check_inputs(inputs: CellInputs) -> None:
-    """A failed engine or weights step, or a native build from another CPU, fails the cell
-    before anything starts."""
+    """A failed engine or weights step, a native build from another CPU, or a floor run's
+    reference that did not finish (no pair is judged against it) fails the cell before anything
+    starts."""
     for what, stamp in (
         ("engine unusable", inputs.engine_info),
         ("weights not available", inputs.weights_manifest),
@@ -240,6 +242,13 @@ def check_inputs(inputs: CellInputs) -> None:
             raise RuntimeError(f"{what}: {stamp.get('reason')}")
     if mismatch := native_build_mismatch(inputs.engine_info):
         raise RuntimeError(f"engine unusable here: {mismatch}")
+    reference = inputs.floor_reference
+    if reference is not None and reference.get("status") != Status.DONE:
+        why = (reference.get("reason") or "no reason given").strip().splitlines()[0][:300]
+        raise RuntimeError(
+            f"reference {reference.get('cell', '')} {reference.get('status')}: {why}; "
+            "its floor run is not started"
+        )
 
 
 def load_prompts(cell: Cell) -> Dataset:

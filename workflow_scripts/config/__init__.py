@@ -5,7 +5,8 @@ loaded within a bound (`bounded_yaml`), derived and synthetic weights resolved t
 (`derived`), the matrix expanded into cells with their resolved settings (`matrix`: choose ->
 resolve -> expand repeats), a workload's sweep as one point per value (`sweeps`), a workload's
 latency goal and search read with the checks a schema cannot say (`search`) and a search's
-probes as cells (`probes`), the Slurm and local resources each cell asks for (`resources`), a
+probes as cells (`probes`), fidelity goals and floor runs checked against what the cells record
+and measure (`fidelity`), the Slurm and local resources each cell asks for (`resources`), a
 replayed trace's file, window, schedule and lengths checked by the reader's own rules
 (`traces`), and the commands a matrix would run, printed without running them (`plan`, also
 `python -m workflow_scripts.plan`). Nothing here downloads, builds or starts anything."""

@@ -25,7 +25,7 @@ from ..vocabulary import (
     RunSettings,
     SweepPoint,
 )
-from . import bounded_yaml, checks, probes, secrets, sweeps, traces
+from . import bounded_yaml, checks, fidelity, probes, secrets, sweeps, traces
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
 from .schema import check_schema
@@ -403,6 +403,7 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
                 cells.append(repeat)
                 entry_of[repeat.id] = choice.entry
     probes.check_probe_ids(seen, searches)
+    fidelity.check_fidelity(config, cells, entry_of)
     cells = with_floor_runs(config, cells, entry_of)
     return Matrix(cells=cells, searches=searches, entry_of=entry_of)
 
@@ -413,19 +414,14 @@ def with_floor_runs(
     """Step 6: each cell another is compared with (fidelity.pairs) runs a second time,
     `<cell>__floor` right after it (a point's makes a series of its own, `<series>__floor`):
     its noise floor, where its `cells` entry says `fidelity_floor: true`, unless its workload
-    keeps no outputs or already repeats."""
+    already repeats (one that keeps no outputs is refused beside it: config.fidelity)."""
     needing = references_needing_floor(cells, reference_quants(config["models"]))
     out: list[Cell] = []
     for cell in cells:
         out.append(cell)
         workload = config["workloads"][cell.workload_name]
         entry = config["cells"][entry_of[cell.id]]
-        if (
-            cell.id in needing
-            and workload.get("record_outputs", True)
-            and workload["repeats"] == 1
-            and entry.get("fidelity_floor", False)
-        ):
+        if cell.id in needing and workload["repeats"] == 1 and entry.get("fidelity_floor", False):
             sweep = cell.sweep and replace(cell.sweep, series=floor_id(cell.sweep.series))
             floor = replace(cell, id=floor_id(cell.id), sweep=sweep)
             out.append(floor)

@@ -128,6 +128,9 @@ class EngineAdapter:
     # Where the engine's prefix-cache counters are read, before and after the measured run
     # (None: it has none to read there; per-response figures come with the records).
     prefix_cache_path: ClassVar[str | None] = None
+    # The launch modes whose provisioned build also gives `llama-perplexity`, which measures a
+    # GGUF quant's KL divergence from the reference's logits (fidelity.kld); empty: none.
+    perplexity_launches: ClassVar[frozenset[str]] = frozenset()
 
     def check_engine(self, name: str, spec: dict[str, Any]) -> None:
         where = f"engines.{name}"

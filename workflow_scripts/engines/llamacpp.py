@@ -57,6 +57,7 @@ class LlamaCppAdapter(EngineAdapter):
     drafter_kinds = NGRAM_KINDS | MODEL_DRAFTER_KINDS
     drafter_kinds_needing_model = MODEL_DRAFTER_KINDS
     launch_modes = frozenset({"build", "native", "docker"})
+    perplexity_launches = frozenset({"build"})  # the pinned tree builds it beside the server
     version_path = "/props"
     default_port = 8080
     api_key_env_var = "LLAMA_API_KEY"

@@ -18,4 +18,5 @@ with stderr_to_log(sm.log[0]):
         weights=sm.input.get("weights"),
         drafter_weights=sm.input.get("drafter_weights"),
         server=sm.input.get("server"),
+        floor_reference=sm.input.get("floor_reference"),
     )

@@ -3,6 +3,8 @@
 - `pairs`: which cell is compared with which (kinds quant, drafter, engine, floor) and the
   model's reference quant; stdlib only (the DAG uses it while the Snakefile is parsed).
 - `agreement`: greedy agreement of two cells' outputs, its noise floor and the verdict.
+- `judgement`: a pair's one judgement from its runs (a run that did not finish: no verdict),
+  what the table, the card and the drafter flags all show.
 - `goals`: a fidelity goal judged pass / fail / unresolved from the figures' intervals.
 - `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits;
   what the tool prints is read by `perplexity_output`.

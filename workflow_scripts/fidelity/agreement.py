@@ -29,6 +29,7 @@ from ..loadgen.metrics import percentile
 from ..slo.bounds import wilson_interval
 
 UNCHANGED, CHANGED, UNRESOLVED = "unchanged", "changed", "unresolved"
+NO_VERDICT = "no verdict"  # nothing the outputs can be judged on (fidelity.judgement)
 ALPHA = 0.05  # the test's level: the most often a pair agreeing as the floor does is `changed`
 COMPLETE = "ok"  # a request record's status when its answer ended as the protocol ends it
 
@@ -39,12 +40,16 @@ class Agreement:
 
     `first_divergence`: one position per differing prompt, in characters: the first where the
     texts differ, or the shorter one's length when it is a prefix of the other.
-    `recorded` False: a cell kept no text (`record_outputs: false`); then nothing is compared."""
+    `recorded` False: a cell kept no text (`record_outputs: false`); then nothing is compared.
+    `answers`: the measured answers of both cells; `empty_or_errored`: those that errored or
+    are empty. A prompt both answered empty is no evidence of agreement: it is not compared."""
 
     prompts_compared: int
     identical: int
     first_divergence: tuple[int, ...] = ()
     recorded: bool = True
+    answers: int = 0
+    empty_or_errored: int = 0
 
     @property
     def identical_pct(self) -> float | None:
@@ -96,23 +101,34 @@ def _measured_sends(records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int
     return out
 
 
+def _empty_or_errored(records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(measured answers, those that errored or are empty)."""
+    measured = [r for r in records if not r.get("warmup")]
+    bad = sum(1 for r in measured if r.get("status") != COMPLETE or r.get("output") == "")
+    return len(measured), bad
+
+
 def compare_outputs(
     records: Iterable[Mapping[str, Any]], reference_records: Iterable[Mapping[str, Any]]
 ) -> Agreement:
     """A cell's outputs against its reference's: measured (not warm-up), complete requests
-    present in both, the k-th send of a prompt matched with the k-th. Either cell missing any
+    present in both, the k-th send of a prompt matched with the k-th; a prompt both answered
+    empty is left out (two empty answers are no evidence of agreement). Either cell missing any
     complete answer's text means it kept none: `recorded` False, nothing compared."""
+    records, reference_records = list(records), list(reference_records)
     mine, theirs = _measured_sends(records), _measured_sends(reference_records)
     if any(text is None for text in (*mine.values(), *theirs.values())):
         return Agreement(prompts_compared=0, identical=0, recorded=False)
-    positions = [
-        first_divergence(mine[key], theirs[key]) for key in sorted(mine.keys() & theirs.keys())
-    ]
+    keys = [k for k in sorted(mine.keys() & theirs.keys()) if mine[k] or theirs[k]]
+    positions = [first_divergence(mine[key], theirs[key]) for key in keys]
     differing = tuple(p for p in positions if p is not None)
+    counts = [_empty_or_errored(r) for r in (records, reference_records)]
     return Agreement(
         prompts_compared=len(positions),
         identical=len(positions) - len(differing),
         first_divergence=differing,
+        answers=sum(c[0] for c in counts),
+        empty_or_errored=sum(c[1] for c in counts),
     )
 
 
@@ -154,7 +170,8 @@ def judge_pair(pair: Agreement, floor: Agreement | None) -> PairVerdict:
         return PairVerdict(UNRESOLVED, "outputs not recorded")
     n, same = pair.prompts_compared, pair.identical
     if n == 0:
-        return PairVerdict(UNRESOLVED, "no prompt answered by both cells")
+        bad = f"{pair.empty_or_errored} of {pair.answers} answers empty or errored"
+        return PairVerdict(NO_VERDICT, f"no evidence ({bad})")
     if floor is None or floor.prompts_compared == 0:
         if same == n:
             return PairVerdict(UNCHANGED, f"all {n} outputs identical (no floor measured)")

@@ -10,7 +10,8 @@ is a standard error (sqrt(variance / (n - 1)) over the text's tokens, 0 at 10 to
 so the interval is value ± 1.96 err; tokens of one text are not independent, so it is narrower
 than the truth. KL p99 comes with none: pass or fail on the value. Agreement of the floor is the
 pair's identical % over the floor's, its interval the pair's Wilson bounds over the floor's
-value (the floor taken as measured; 100 % when no floor was measured).
+value (the floor taken as measured; 100 % when no floor was measured), each capped at 100 %: a
+pair cannot agree more often than the reference agrees with itself.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ BOUNDS = {
     "same_top_pct": (MIN, "same top %"),
     "agreement_of_floor_pct": (MIN, "agreement % of floor"),
 }
+# The figures llama-perplexity gives (fidelity.kld): only an engine with the tool measures them.
+KLD_FIGURES = ("kld_mean", "kld_p99", "same_top_pct")
+# The most agreement of the floor can be (a pair agreeing more often than the floor is noise).
+AGREEMENT_OF_FLOOR_CAP_PCT = 100.0
 
 
 @dataclass(frozen=True)
@@ -68,15 +73,19 @@ class Figure:
 
 def agreement_of_floor(pair: Agreement, floor: Agreement | None) -> Figure | None:
     """The pair's identical % as a % of the floor's, with the pair's Wilson bounds scaled the
-    same way; None when the pair compared nothing or the floor never agreed (no ratio)."""
+    same way, each capped at 100 %; None when the pair compared nothing or the floor never
+    agreed (no ratio)."""
     if pair.identical_pct is None or pair.interval_pct is None:
         return None
     floor_pct = 100.0 if floor is None or floor.identical_pct is None else floor.identical_pct
     if floor_pct == 0.0:
         return None
     scale = 100.0 / floor_pct
-    lo, hi = pair.interval_pct
-    return Figure(pair.identical_pct * scale, lo * scale, hi * scale)
+    lo, value, hi = (
+        min(pct * scale, AGREEMENT_OF_FLOOR_CAP_PCT)
+        for pct in (pair.interval_pct[0], pair.identical_pct, pair.interval_pct[1])
+    )
+    return Figure(value, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -183,11 +192,13 @@ class FidelityGoal:
 
 @dataclass(frozen=True)
 class ObjectiveVerdict:
-    """One objective judged: the figure it saw (None: not measured) and its verdict."""
+    """One objective judged: the figure it saw (None: not measured) and its verdict; `note`:
+    why a figure that should have been measured was not (its verdict then unresolved)."""
 
     objective: FidelityObjective
     figure: Figure | None
     verdict: Verdict | None
+    note: str = ""
 
     @property
     def word(self) -> str:
@@ -196,10 +207,11 @@ class ObjectiveVerdict:
 
     @property
     def text(self) -> str:
-        """`KL mean 0.012 ± 0.0039 ≤ 0.05: pass`, `KL p99: not measured`."""
+        """`KL mean 0.012 ± 0.0039 ≤ 0.05: pass`, `KL p99: not measured`,
+        `KL mean: unresolved (failed: ...)`."""
         o = self.objective
         if self.figure is None:
-            return f"{o.label}: {NOT_MEASURED}"
+            return f"{o.label}: {self.word}" + (f" ({self.note})" if self.note else "")
         sign = "≤" if o.bound == MAX else "≥"
         return f"{o.label} {self.figure.text} {sign} {o.limit:g}: {self.word}"
 
@@ -222,7 +234,17 @@ class GoalVerdict:
         return tuple(o.text for o in self.objectives)
 
 
-def judge(goal: FidelityGoal, figures: FidelityFigures) -> GoalVerdict:
-    """Each of the goal's objectives against the figure it bounds."""
-    seen = [(o, getattr(figures, o.figure)) for o in goal.objectives]
-    return GoalVerdict(tuple(ObjectiveVerdict(o, f, o.judge(f)) for o, f in seen))
+def judge(
+    goal: FidelityGoal, figures: FidelityFigures, unusable: Mapping[str, str] | None = None
+) -> GoalVerdict:
+    """Each of the goal's objectives against the figure it bounds. `unusable`: figures whose
+    measurement failed, by name, with why: their objectives are unresolved, never passed."""
+    out = []
+    for o in goal.objectives:
+        figure = getattr(figures, o.figure)
+        why = (unusable or {}).get(o.figure)
+        if figure is None and why:
+            out.append(ObjectiveVerdict(o, None, Verdict.UNRESOLVED, why))
+        else:
+            out.append(ObjectiveVerdict(o, figure, o.judge(figure)))
+    return GoalVerdict(tuple(out))

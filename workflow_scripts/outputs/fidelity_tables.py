@@ -18,8 +18,10 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import write_text
-from ..fidelity.agreement import Agreement, compare_outputs, judge_pair
-from ..fidelity.goals import NOT_MEASURED, FidelityFigures, FidelityGoal, judge
+from ..fidelity.agreement import NO_VERDICT, Agreement, compare_outputs
+from ..fidelity.goals import KLD_FIGURES, NOT_MEASURED, FidelityFigures, FidelityGoal, judge
+from ..fidelity.judgement import Run, judge_runs
+from ..fidelity.kld import kld_problem
 from ..fidelity.pairs import (
     DRAFTER,
     FLOOR,
@@ -29,8 +31,7 @@ from ..fidelity.pairs import (
     fidelity_pairs,
     floor_id,
 )
-from ..text import first_line
-from ..vocabulary import Cell, Status
+from ..vocabulary import Cell
 from .report_html import write_tables_html
 from .writers import to_markdown
 
@@ -89,7 +90,9 @@ FIDELITY_INTRO = (
     "identical_pct: outputs identical to the reference's, with a 95 % Wilson interval; first "
     "divergence in characters. Verdict `changed`: agreement below the floor by a one-sided "
     "Fisher exact test at 5 % (at most 5 % of pairs that agree as often as the floor are called "
-    "changed); `unresolved`: too few prompts to tell, or no floor measured and outputs differ. "
+    "changed); `unresolved`: too few prompts to tell, or no floor measured and outputs differ; "
+    "`no verdict`: the reference or its floor run did not finish, or no answer was left to "
+    "compare (errored, or both empty: no evidence of agreement). "
     "KL divergence, same-top-token % and perplexity: llama-perplexity against the reference's "
     "logits on one fixed text (± the tool's standard error)."
 )
@@ -105,57 +108,66 @@ NOT_RECORDED = "not recorded"
 
 @dataclass(frozen=True)
 class Compared:
-    """One pair's agreement, its reference's floor (None: no floor run) and the verdict."""
+    """One pair's agreement (None: not compared, a run did not finish), its reference's floor
+    (None: no floor run, or not usable) and the verdict (fidelity.judgement)."""
 
     pair: Pair
-    agreement: Agreement
+    agreement: Agreement | None
     floor: Agreement | None
     verdict: str
     reason: str
 
+    @property
+    def evidence(self) -> Agreement | None:
+        """The agreement a goal may judge: None where the pair has no verdict."""
+        return None if self.verdict == NO_VERDICT else self.agreement
 
-def _dicts(records: Sequence[Any]) -> list[Mapping[str, Any]]:
-    return [r if isinstance(r, Mapping) else r.to_dict() for r in records]
+
+def cell_runs(
+    all_metrics: Sequence[Mapping[str, Any]], records: Mapping[str, Sequence[Any]]
+) -> dict[str, Run]:
+    """Each cell with records, as a judgement reads it: its status and reason beside them."""
+    return {m["cell"]: Run.of(m, records[m["cell"]]) for m in all_metrics if m["cell"] in records}
 
 
 def compared_pairs(
-    cells: Sequence[Cell],
-    records: Mapping[str, Sequence[Any]],
-    references: Mapping[str, str],
+    cells: Sequence[Cell], runs: Mapping[str, Run], references: Mapping[str, str]
 ) -> list[Compared]:
-    """Every pair whose two cells have records, compared; a floor pair's floor is itself."""
+    """Every pair whose cell finished, judged (fidelity.judgement.judge_runs: a reference or
+    floor run that did not finish gives no verdict); a floor pair's floor is itself."""
     out = []
     for pair in fidelity_pairs(cells, references):
-        if pair.cell not in records or pair.reference_cell not in records:
-            continue
-        agreement = compare_outputs(
-            _dicts(records[pair.cell]), _dicts(records[pair.reference_cell])
-        )
+        cell, reference = runs.get(pair.cell), runs.get(pair.reference_cell)
+        if cell is None or reference is None or not cell.finished:
+            continue  # not run, or failed: the summary says why
         if pair.kind == FLOOR:  # the floor itself: no verdict of its own
-            out.append(Compared(pair, agreement, agreement, "", ""))
+            if reference.finished:
+                agreement = compare_outputs(cell.records, reference.records)
+                out.append(Compared(pair, agreement, agreement, "", ""))
             continue
-        floor_cell = floor_id(pair.reference_cell)
-        floor = (
-            compare_outputs(_dicts(records[floor_cell]), _dicts(records[pair.reference_cell]))
-            if floor_cell in records
-            else None
-        )
-        judged = judge_pair(agreement, floor)
-        out.append(Compared(pair, agreement, floor, judged.verdict, judged.reason))
+        judged = judge_runs(cell, reference, runs.get(floor_id(pair.reference_cell)))
+        out.append(Compared(pair, judged.agreement, judged.floor, judged.verdict, judged.reason))
     return out
 
 
 def drafter_output_verdicts(
-    cells: Sequence[Cell], records: Mapping[str, Sequence[Any]]
+    cells: Sequence[Cell],
+    records: Mapping[str, Sequence[Any]],
+    all_metrics: Sequence[Mapping[str, Any]],
 ) -> dict[str, str]:
     """Each drafter cell -> its outputs' verdict against its base (`unchanged`, `changed`,
-    `unresolved`; `not recorded` without outputs): what spec_gain, spec_gain_sweep and the
-    card show beside the gain."""
+    `unresolved`, `no verdict`; `not recorded` without outputs): what spec_gain,
+    spec_gain_sweep and the card show beside the gain."""
+    runs = cell_runs(all_metrics, records)
     return {
-        c.pair.cell: c.verdict if c.agreement.recorded else NOT_RECORDED
-        for c in compared_pairs(cells, records, {})  # a drafter's base needs no reference quant
+        c.pair.cell: NOT_RECORDED if _not_recorded(c) else c.verdict
+        for c in compared_pairs(cells, runs, {})  # a drafter's base needs no reference quant
         if c.pair.kind == DRAFTER
     }
+
+
+def _not_recorded(item: Compared) -> bool:
+    return item.agreement is not None and not item.agreement.recorded
 
 
 def read_kld(paths: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
@@ -182,9 +194,9 @@ def _row(
     goal: FidelityGoal | None,
 ) -> dict[str, Any]:
     agreement, floor = item.agreement, item.floor
-    recorded = agreement.recorded
-    lo, hi = agreement.interval_pct or (None, None)
-    quartiles = agreement.first_divergence_quartiles or (None, None, None)
+    shown = agreement if agreement is not None and agreement.recorded else None
+    lo, hi = (shown.interval_pct if shown else None) or (None, None)
+    quartiles = (shown.first_divergence_quartiles if shown else None) or (None, None, None)
     row: dict[str, Any] = {
         "cell": item.pair.cell,
         "reference_cell": item.pair.reference_cell,
@@ -194,49 +206,52 @@ def _row(
         "quant": cell.quant,
         "drafter": cell.drafter,
         "workload": cell.workload,
-        "prompts_compared": agreement.prompts_compared if recorded else None,
-        "identical_pct": agreement.identical_pct if recorded else None,
+        "prompts_compared": shown.prompts_compared if shown else None,
+        "identical_pct": shown.identical_pct if shown else None,
         "identical_lo_pct": lo,
         "identical_hi_pct": hi,
         "floor_identical_pct": floor.identical_pct if floor and floor.recorded else None,
         "first_divergence_median": quartiles[1],
         "first_divergence_q1": quartiles[0],
         "first_divergence_q3": quartiles[2],
-        "verdict": item.verdict if recorded else NOT_RECORDED,
-        "verdict_reason": item.reason if recorded else "the workload keeps no outputs",
+        "verdict": NOT_RECORDED if _not_recorded(item) else item.verdict,
+        "verdict_reason": "the workload keeps no outputs" if _not_recorded(item) else item.reason,
         "decode_tok_s": _num(metrics.get("decode_tok_s")),
     }
     if item.pair.kind == FLOOR:
         row["verdict"] = row["verdict_reason"] = ""
     kld = kld if item.pair.kind == QUANT else None
-    if kld is not None and kld.get("status") == Status.FAILED:
-        row["kld_note"] = f"failed: {first_line(kld.get('reason'), 200)} (retried next run)"
+    if kld_problem(kld):
+        row["kld_note"] = kld_problem(kld)
     elif kld is not None:
         row.update({key: _num(kld.get(key)) for key in KLD_COLUMNS})
     if goal is not None and item.pair.kind != FLOOR:
-        row["goal_verdict"], row["goal_detail"] = goal_judgement(goal, agreement, floor, kld)
+        row["goal_verdict"], row["goal_detail"] = goal_judgement(goal, item.evidence, floor, kld)
     return row
 
 
 def goal_judgement(
     goal: FidelityGoal,
-    agreement: Agreement,
+    agreement: Agreement | None,
     floor: Agreement | None,
     kld: Mapping[str, Any] | None,
 ) -> tuple[str, str]:
     """The goal's verdict (`pass`, `fail`, `unresolved`, `not measured` when no objective's
-    figure was measured) and one text per objective, for the table and the card."""
-    kld = kld or {}
+    figure was measured) and one text per objective, for the table and the card. `agreement`
+    None: none to judge (the pair has no verdict); a KL record that cannot be used
+    (`kld_problem`) leaves its objectives unresolved, never passed."""
+    problem = kld_problem(kld)
+    kld = {} if kld is None or problem else kld
     figures = FidelityFigures.measured(
         kld_mean=_num(kld.get("kld_mean")),
         kld_mean_err=_num(kld.get("kld_mean_err")),
         kld_p99=_num(kld.get("kld_p99")),
         same_top_pct=_num(kld.get("same_top_pct")),
         same_top_err_pct=_num(kld.get("same_top_pct_err")),
-        agreement=agreement if agreement.recorded else None,
+        agreement=agreement if agreement is not None and agreement.recorded else None,
         floor=floor,
     )
-    judged = judge(goal, figures)
+    judged = judge(goal, figures, dict.fromkeys(KLD_FIGURES, problem) if problem else None)
     measured = any(o.verdict is not None for o in judged.objectives)
     return (str(judged.verdict) if measured else NOT_MEASURED), "; ".join(judged.texts)
 
@@ -253,17 +268,12 @@ def fidelity_table(
     kld: Mapping[str, Mapping[str, Any]],
     settings: FidelitySettings,
 ) -> pd.DataFrame:
-    """One row per compared cell, in matrix order, each reference's floor after its pairs. Only
-    finished cells are compared."""
+    """One row per compared cell that finished, in matrix order, each reference's floor after
+    its pairs; a pair whose reference or floor run did not finish says so (`no verdict`)."""
     by_id = {cell.id: cell for cell in cells}
     metrics = {m["cell"]: m for m in all_metrics}
-    done = {
-        cell: recs
-        for cell, recs in records.items()
-        if (metrics.get(cell) or {}).get("status") == Status.DONE
-    }
     rows = []
-    for item in compared_pairs(cells, done, settings.references):
+    for item in compared_pairs(cells, cell_runs(all_metrics, records), settings.references):
         cell = by_id[item.pair.cell]
         rows.append(
             _row(
@@ -274,7 +284,9 @@ def fidelity_table(
                 _goal(settings, cell.model),
             )
         )
-    return pd.DataFrame(rows, columns=FIDELITY_COLUMNS)
+    table = pd.DataFrame(rows, columns=FIDELITY_COLUMNS)
+    # a count, also beside a row that compared nothing (no verdict): 24, never 24.0
+    return table.astype({"prompts_compared": "Int64"})
 
 
 def _figure(row: Mapping[str, Any], key: str, digits: int, unit: str = "") -> str:
@@ -300,11 +312,15 @@ def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
                 "cell": row["cell"],
                 "kind": row["kind"],
                 "against": row["reference_cell"],
-                "prompts": "" if row["prompts_compared"] is None else row["prompts_compared"],
+                "prompts": "" if pd.isna(row["prompts_compared"]) else int(row["prompts_compared"]),
                 "identical %": "" if identical is None else f"{identical:.1f} [{lo:.1f}, {hi:.1f}]",
                 "floor %": "" if floor is None else f"{floor:.1f}",
                 "first diff (chars)": "" if first is None else f"{first:g}",
-                "verdict": row["verdict"],
+                "verdict": (
+                    f"{NO_VERDICT}: {row['verdict_reason']}"
+                    if row["verdict"] == NO_VERDICT
+                    else row["verdict"]
+                ),
                 "KL mean": _figure(row, "kld_mean", 4) or (row.get("kld_note") or ""),
                 "KL p99": _figure(row, "kld_p99", 4),
                 "same top %": _figure(row, "same_top_pct", 2),

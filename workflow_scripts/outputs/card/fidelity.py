@@ -1,7 +1,9 @@
 """A card's "Fidelity" section: the cell against the cell it is compared with (greedy agreement,
 the noise floor, the verdict, a GGUF quant's KL divergence, the fidelity goal), or, for a
 reference cell, how often its own two runs agree. Built from the pair's files (the card rule's
-inputs: the reference's and the floor's metrics.json, the quant's KL file)."""
+inputs: the reference's and the floor's metrics.json, the quant's KL file) and judged as
+fidelity.csv judges it (fidelity.judgement): a reference or floor run that did not finish gives
+no verdict here either."""
 
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...fidelity.agreement import CHANGED, Agreement, PairVerdict, compare_outputs, judge_pair
+from ...fidelity.agreement import CHANGED, Agreement, PairVerdict, compare_outputs
 from ...fidelity.goals import FidelityGoal
-from ...loadgen.records import read_records
+from ...fidelity.judgement import FLOOR_RUN, THIS_CELL, Run, judge_runs
+from ...fidelity.kld import kld_problem
+from ...vocabulary import Status
 from ..fidelity_tables import goal_judgement
-from ..record_index import files_of
+from ..record_index import files_of, load_cell
 from .model import Section, fmt
 
 NOT_RECORDED_NOTE = "Outputs were not recorded (`record_outputs: false`): nothing to compare."
@@ -29,7 +33,8 @@ CHANGED_NOTE = (  # a drafter's, in the card's notes
 @dataclass(frozen=True)
 class CardFidelity:
     """What the card shows: the pair's kind and reference cell ("" for a reference's own floor),
-    the agreement, the floor, the verdict, a KL file's figures, the goal's verdict lines."""
+    the agreement (None: not compared), the floor, the verdict (None for a reference), a KL
+    file's figures, the goal's verdict lines; `note`: why a reference's floor is not shown."""
 
     kind: str
     reference_cell: str
@@ -38,17 +43,20 @@ class CardFidelity:
     judged: PairVerdict | None
     kld: Mapping[str, Any] | None
     goal_lines: tuple[str, ...] = ()
+    note: str = ""
 
     @property
     def outputs_changed(self) -> bool:
         return self.judged is not None and self.judged.verdict == CHANGED
 
 
-def _records(metrics_path: str | Path | None) -> list[dict[str, Any]] | None:
+def _run(metrics_path: str | Path | None) -> Run | None:
+    """A cell's run from its metrics.json and the records beside it, as the one reader
+    (record_index.load_cell) gives them; None: no such cell."""
     if not metrics_path:
         return None
-    requests = Path(files_of(metrics_path).requests)
-    return [r.to_dict() for r in read_records(requests)] if requests.exists() else []
+    files = files_of(metrics_path)
+    return Run.of(*load_cell(files.metrics, files.requests))
 
 
 def card_fidelity(
@@ -57,31 +65,34 @@ def card_fidelity(
     reference: str | Path | None = None,
     floor: str | Path | None = None,
     kld: str | Path | None = None,
+    metrics: Mapping[str, Any] | None = None,
 ) -> CardFidelity | None:
     """The section's data: `settings` the card's `fidelity` param (`kind`, `reference_cell`,
     `goal`), the paths the card rule's inputs name (metrics.json of the reference and of the
-    floor run, the KL file)."""
+    floor run, the KL file); `metrics` the cell's own metrics.json (None: done)."""
     if not settings:
         return None
-    mine = [r if isinstance(r, Mapping) else r.to_dict() for r in records]
-    ref_records, floor_records = _records(reference), _records(floor)
-    if ref_records is None:  # a reference cell: its own floor
-        own = compare_outputs(floor_records, mine) if floor_records is not None else None
+    mine = Run.of(metrics or {"status": Status.DONE}, records)
+    reference_run, floor_run = _run(reference), _run(floor)
+    if reference_run is None:  # a reference cell: its own floor
+        for part, run in ((THIS_CELL, mine), (FLOOR_RUN, floor_run)):
+            if run is not None and not run.finished:
+                return CardFidelity("", "", None, None, None, None, note=run.why_not(part))
+        own = compare_outputs(floor_run.records, mine.records) if floor_run else None
         return CardFidelity("", "", None, own, None, None)
-    agreement = compare_outputs(mine, ref_records)
-    floor_agreement = compare_outputs(floor_records, ref_records) if floor_records else None
+    judgement = judge_runs(mine, reference_run, floor_run)
     kld_figures = json.loads(Path(kld).read_text()) if kld else None
-    judged = judge_pair(agreement, floor_agreement)
+    judged = PairVerdict(judgement.verdict, judgement.reason, judgement.p_value)
     goal_lines: tuple[str, ...] = ()
     if settings.get("goal"):
         goal = FidelityGoal.from_dict(settings["goal"])
-        verdict, detail = goal_judgement(goal, agreement, floor_agreement, kld_figures)
+        verdict, detail = goal_judgement(goal, judgement.evidence, judgement.floor, kld_figures)
         goal_lines = (f"Fidelity goal ({goal.text}): {verdict}. {detail}",)
     return CardFidelity(
         settings["kind"],
         settings["reference_cell"],
-        agreement,
-        floor_agreement,
+        judgement.agreement,
+        judgement.floor,
         judged,
         kld_figures,
         goal_lines,
@@ -107,8 +118,10 @@ def _plus_minus(kld: Mapping[str, Any], key: str, digits: int) -> str:
 
 def fidelity_section(data: CardFidelity) -> Section:
     """The card's "Fidelity" section."""
-    if data.agreement is None:  # a reference: how often its two runs agree
-        if data.floor is None:
+    if data.judged is None:  # a reference: how often its two runs agree
+        if data.note:
+            text = f"Other cells are compared with this one; no floor is shown: {data.note}."
+        elif data.floor is None:
             text = "Compared with no other cell's outputs here; its floor was not measured."
         else:
             text = (
@@ -116,9 +129,9 @@ def fidelity_section(data: CardFidelity) -> Section:
                 f"identical across two runs of it: {_share(data.floor)}."
             )
         return Section("Fidelity", paragraphs=[text])
-    if not data.agreement.recorded:
+    if data.agreement is not None and not data.agreement.recorded:
         return Section("Fidelity", paragraphs=[NOT_RECORDED_NOTE])
-    quartiles = data.agreement.first_divergence_quartiles
+    quartiles = data.agreement.first_divergence_quartiles if data.agreement else None
     rows = [
         ("Compared with", f"{data.reference_cell} ({data.kind})", "the same prompts"),
         ("Identical greedy outputs", _share(data.agreement), "95 % Wilson interval"),
@@ -134,7 +147,9 @@ def fidelity_section(data: CardFidelity) -> Section:
         ),
         ("Verdict", data.judged.verdict, data.judged.reason),
     ]
-    if data.kld:
+    if data.kld and kld_problem(data.kld):
+        rows.append(("KL divergence", kld_problem(data.kld), "llama-perplexity"))
+    elif data.kld:
         rows += [
             ("KL divergence, mean", _plus_minus(data.kld, "kld_mean", 4), "nats, llama-perplexity"),
             ("KL divergence, p99", fmt(data.kld.get("kld_p99"), digits=4), "per token"),

@@ -71,7 +71,14 @@ def write_card(
         slo = next(iter(read_goals([goal]).values()))
         metrics = {**metrics, "slo": slo_entry(slo, metrics, records)}
     compared = (
-        card_fidelity(records, fidelity.settings, fidelity.reference, fidelity.floor, fidelity.kld)
+        card_fidelity(
+            records,
+            fidelity.settings,
+            fidelity.reference,
+            fidelity.floor,
+            fidelity.kld,
+            metrics=metrics,
+        )
         if fidelity
         else None
     )

@@ -86,7 +86,7 @@ def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
     if verdicts == {"unchanged"}:
         return "unchanged at every point"
     parts = []
-    for shown in ("changed", "unresolved", "not recorded"):
+    for shown in ("changed", "unresolved", "no verdict", "not recorded"):
         where = [p for p, v in points if v == shown]
         if where:
             parts.append(f"{shown} at {_joined(where)}")

@@ -228,7 +228,7 @@ def write_sweeps(
 ) -> SweepTables:
     """Every sweep output from the points' metrics and records, repeats folded in here (after
     the drafters' outputs are compared: the floor runs are folded away)."""
-    outputs = drafter_output_verdicts([Cell.of(c) for c in cells], records)
+    outputs = drafter_output_verdicts([Cell.of(c) for c in cells], records, all_metrics)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
     tables = sweep_tables(all_metrics, cells, records, gpus, outputs)
     write_sweep_tables(tables, out)
