@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from ..loadgen.metrics import percentile
+from ..loadgen.records import pair_requests
 from ..slo.bounds import wilson_interval
 
 UNCHANGED, CHANGED, UNRESOLVED = "unchanged", "changed", "unresolved"
@@ -39,12 +39,15 @@ class Agreement:
 
     `first_divergence`: one position per differing prompt, in characters: the first where the
     texts differ, or the shorter one's length when it is a prefix of the other.
-    `recorded` False: a cell kept no text (`record_outputs: false`); then nothing is compared."""
+    `recorded` False: a cell kept no text (`record_outputs: false`); then nothing is compared.
+    `unpaired`: requests both answered under one prompt and turn whose prompt texts differed:
+    no pair, not compared."""
 
     prompts_compared: int
     identical: int
     first_divergence: tuple[int, ...] = ()
     recorded: bool = True
+    unpaired: int = 0
 
     @property
     def identical_pct(self) -> float | None:
@@ -79,41 +82,31 @@ def first_divergence(text: str, reference: str) -> int | None:
     return len(os.path.commonprefix([text, reference]))
 
 
-def _measured_sends(records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], Any]:
-    """(prompt_index, k) -> the output of the k-th measured send of that prompt when complete
-    (None: no text kept). Sends are counted in the order written (requests.jsonl is in send
-    order), failed ones too, so a failed send never shifts the sends after it."""
-    seen: Counter[int] = Counter()
-    out = {}
-    for record in records:
-        if record.get("warmup"):
-            continue
-        prompt = record["prompt_index"]
-        key = (prompt, seen[prompt])
-        seen[prompt] += 1
-        if record.get("status") == COMPLETE:
-            out[key] = record.get("output")
-    return out
-
-
 def compare_outputs(
     records: Iterable[Mapping[str, Any]], reference_records: Iterable[Mapping[str, Any]]
 ) -> Agreement:
-    """A cell's outputs against its reference's: measured (not warm-up), complete requests
-    present in both, the k-th send of a prompt matched with the k-th. Either cell missing any
-    complete answer's text means it kept none: `recorded` False, nothing compared."""
-    mine, theirs = _measured_sends(records), _measured_sends(reference_records)
-    if any(text is None for text in (*mine.values(), *theirs.values())):
+    """A cell's outputs against its reference's, over the requests the two runs pair
+    (`records.pair_requests`: measured, complete in both, the same prompt and turn, the k-th
+    send with the k-th, the same prompt text); those of the same prompt but another text are
+    counted (`unpaired`), not compared. Either cell missing any complete answer's text means
+    it kept none: `recorded` False, nothing compared."""
+    mine, theirs = list(records), list(reference_records)
+    answers = [r.get("output") for r in (*mine, *theirs) if _measured_complete(r)]
+    if any(text is None for text in answers):
         return Agreement(prompts_compared=0, identical=0, recorded=False)
-    positions = [
-        first_divergence(mine[key], theirs[key]) for key in sorted(mine.keys() & theirs.keys())
-    ]
+    pairing = pair_requests(mine, theirs)
+    positions = [first_divergence(a["output"], b["output"]) for a, b in pairing.pairs]
     differing = tuple(p for p in positions if p is not None)
     return Agreement(
         prompts_compared=len(positions),
         identical=len(positions) - len(differing),
         first_divergence=differing,
+        unpaired=pairing.unpaired,
     )
+
+
+def _measured_complete(record: Mapping[str, Any]) -> bool:
+    return not record.get("warmup") and record.get("status") == COMPLETE
 
 
 def fisher_lower_p(identical: int, n: int, floor_identical: int, floor_n: int) -> float:
@@ -153,6 +146,9 @@ def judge_pair(pair: Agreement, floor: Agreement | None) -> PairVerdict:
     if not pair.recorded:
         return PairVerdict(UNRESOLVED, "outputs not recorded")
     n, same = pair.prompts_compared, pair.identical
+    if n == 0 and pair.unpaired:
+        sent = f"the {pair.unpaired} both answered were sent as other texts"
+        return PairVerdict(UNRESOLVED, f"no prompt paired: {sent}")
     if n == 0:
         return PairVerdict(UNRESOLVED, "no prompt answered by both cells")
     if floor is None or floor.prompts_compared == 0:

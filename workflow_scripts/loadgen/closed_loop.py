@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from .datasets import MODEL_HISTORY, Prompt
 from .records import RequestRecord
-from .request import Link, request_body, run_request
+from .request import Link, prompt_sha256, request_body, run_request
 from .settings import LoadSettings
 from .wire import Endpoint
 
@@ -76,6 +76,7 @@ async def measured(
                 record.scheduled_s = arrivals[position]
             records.append(record)
             body = request_body(spec, prompt.text, talk.messages_for(turn, answers))
+            record.prompt_sha256 = prompt_sha256(body)
             sending = keeping if talk.history == MODEL_HISTORY else spec
             try:
                 await run_request(
@@ -115,6 +116,7 @@ async def measured(
                     record.scheduled_s = arrivals[position]
                 records.append(record)
                 body = request_body(spec, prompt.text, max_tokens=prompt.max_tokens)
+                record.prompt_sha256 = prompt_sha256(body)
                 await run_request(
                     link, spec, endpoint.request(spec.path, body, spec.api_key), record, t0
                 )

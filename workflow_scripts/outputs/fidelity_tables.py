@@ -54,6 +54,7 @@ FIDELITY_COLUMNS = [
     "drafter",
     "workload",
     "prompts_compared",
+    "unpaired",  # answered by both under one prompt and turn, sent as other texts: not compared
     "identical_pct",
     "identical_lo_pct",
     "identical_hi_pct",
@@ -90,6 +91,9 @@ FIDELITY_INTRO = (
     "divergence in characters. Verdict `changed`: agreement below the floor by a one-sided "
     "Fisher exact test at 5 % (at most 5 % of pairs that agree as often as the floor are called "
     "changed); `unresolved`: too few prompts to tell, or no floor measured and outputs differ. "
+    "Requests pair by prompt, turn and the prompt's text as sent: `not paired` counts those both "
+    "cells answered under one prompt but sent as other texts (an engine that fits a trace's "
+    "prompts in its own tokens, a conversation whose history is the model's own answers). "
     "KL divergence, same-top-token % and perplexity: llama-perplexity against the reference's "
     "logits on one fixed text (± the tool's standard error)."
 )
@@ -195,6 +199,7 @@ def _row(
         "drafter": cell.drafter,
         "workload": cell.workload,
         "prompts_compared": agreement.prompts_compared if recorded else None,
+        "unpaired": agreement.unpaired if recorded else None,
         "identical_pct": agreement.identical_pct if recorded else None,
         "identical_lo_pct": lo,
         "identical_hi_pct": hi,
@@ -285,6 +290,14 @@ def _figure(row: Mapping[str, Any], key: str, digits: int, unit: str = "") -> st
     return f"{value:.{digits}f}" + (f" ± {err:.{digits}f}" if err is not None else "") + unit
 
 
+def _prompts_text(row: Mapping[str, Any]) -> str:
+    """`24`, or `21 (3 not paired)` where some prompts were sent as other texts."""
+    compared, unpaired = row["prompts_compared"], _num(row.get("unpaired"))
+    if compared is None or (isinstance(compared, float) and math.isnan(compared)):
+        return ""
+    return f"{compared:g}" + (f" ({unpaired:g} not paired)" if unpaired else "")
+
+
 def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
     """fidelity.md's columns, as text: the id parts that differ from the reference, the share
     identical with its interval, the floor, the first divergence, the verdict, the KL figures
@@ -300,7 +313,7 @@ def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
                 "cell": row["cell"],
                 "kind": row["kind"],
                 "against": row["reference_cell"],
-                "prompts": "" if row["prompts_compared"] is None else row["prompts_compared"],
+                "prompts": _prompts_text(row),
                 "identical %": "" if identical is None else f"{identical:.1f} [{lo:.1f}, {hi:.1f}]",
                 "floor %": "" if floor is None else f"{floor:.1f}",
                 "first diff (chars)": "" if first is None else f"{first:g}",
