@@ -29,6 +29,7 @@ from ..fidelity.pairs import (
     fidelity_pairs,
     floor_id,
 )
+from ..process.machine_use import disturbed, disturbed_note
 from ..text import first_line
 from ..vocabulary import Cell, Status
 from .report_html import write_tables_html
@@ -81,6 +82,7 @@ FRONTIER_COLUMNS = [
     "loss",
     "goal_verdict",
     "answer",
+    "disturbed",  # other work on the machine during the cell's bench (machine_use.disturbed)
 ]
 FIDELITY_INTRO = (
     "Each cell against the cell it is compared with, on the same prompts: `quant` against the "
@@ -102,7 +104,9 @@ FRONTIER_INTRO = (
     "Per model, engine and workload: the reference quant and the quants compared with it, "
     "decode tok/s against fidelity loss (KL mean where every quant has one, else the share of "
     "outputs not identical to the reference's); the rows are the non-dominated quants, and "
-    "`answer` marks the fastest within the fidelity goal."
+    "`answer` marks the fastest within the fidelity goal. `disturbed`: other work on the "
+    "machine crossed the config's `checks` during that cell's bench; an answer whose choice "
+    "rests on such a cell says so."
 )
 NOT_RECORDED = "not recorded"
 
@@ -341,8 +345,9 @@ def frontier_points(
     table: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]], cells: Mapping[str, Cell]
 ) -> list[dict[str, Any]]:
     """Per model, engine and workload: the reference quant (loss 0) and each quant compared
-    with it that has a speed and a fidelity figure, with `frontier` (non-dominated) and
-    `answer` (the fastest within the goal, where a goal is set)."""
+    with it that has a speed and a fidelity figure, with `frontier` (non-dominated), `answer`
+    (the fastest within the goal, where a goal is set, naming the disturbed quants its choice
+    rests on) and `disturbed` (machine_use.disturbed)."""
     points: list[dict[str, Any]] = []
     quants = table[table["kind"] == QUANT]
     for (model, engine, workload), group in quants.groupby(
@@ -375,10 +380,13 @@ def frontier_points(
         members = [m for m in members if m["decode_tok_s"] is not None and m["loss"] is not None]
         passing = [m for m in members if m["goal_verdict"] == "pass"]
         fastest = max(passing, key=lambda m: m["decode_tok_s"]) if passing else None
+        # the answer is chosen by the speeds of every quant within the goal
+        shaky = [m["quant"] for m in passing if disturbed(metrics.get(m["cell"]))]
         for m in members:
             m.update(model=model, engine=engine, workload=workload, measure=measure)
             m["frontier"] = not _dominated(m, members)
-            m["answer"] = "fastest within the goal" if m is fastest else ""
+            m["answer"] = "fastest within the goal" + disturbed_note(shaky) if m is fastest else ""
+            m["disturbed"] = bool(disturbed(metrics.get(m["cell"])))
         points += members
     return points
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..atomic import canonical_json, write_json, write_text_if_changed
 from ..config.probes import Search, probe_key
+from ..process.machine_use import disturbed
 from ..slo.objectives import Slo
 from ..slo.point import PointResult, evaluate_point, judge
 from ..slo.search import Plan, ProbeKey, SearchSettings, next_probe
@@ -278,7 +279,8 @@ class SearchOutcome:
     """One series' search as the summary sees it (the search to run: `config.probes.Search`):
     who it is (`workload` is the configured workload's name, what a drafter series and its base
     share), its goal and search, the plan the verdicts so far give, each measured probe's result,
-    and why each failed probe failed (its cell failed, or its result is invalid)."""
+    why each failed probe failed (its cell failed, or its result is invalid), and which probes
+    other work on the machine disturbed."""
 
     series: str
     model: str
@@ -292,6 +294,7 @@ class SearchOutcome:
     results: Mapping[ProbeKey, PointResult]
     failed: Mapping[ProbeKey, str] = field(default_factory=dict)
     content: str | None = None  # what its prompts are (DatasetSettings.content_label)
+    disturbed: frozenset[ProbeKey] = frozenset()  # probes other work disturbed (machine_use)
 
     def at(self, load: Any) -> PointResult | None:
         """The result the walk last measured at `load` (its last extension)."""
@@ -307,9 +310,12 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
     spec = SearchSettings.from_dict(search["search"])
     results: dict[ProbeKey, PointResult] = {}
     failed: dict[ProbeKey, str] = {}
+    shaky: set[ProbeKey] = set()
     for key, (metrics, records) in measured_probes(search, spec, cells_dir).items():
         if metrics.get("status") == Status.DONE:
             results[key] = evaluate_point(slo, records, metrics)
+            if disturbed(metrics):
+                shaky.add(key)
         else:
             failed[key] = metrics.get("reason") or str(metrics.get("status"))
     plan: Plan = next_probe(spec, {key: r.verdict for key, r in results.items()})
@@ -326,6 +332,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
         results=results,
         failed=failed,
         content=search.get("content"),
+        disturbed=frozenset(shaky),
     )
 
 
