@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import canonical_json, write_json, write_text_if_changed
+from ..cell.record import unparsable
 from ..config.probes import Search, probe_key
 from ..process.machine_use import disturbed
 from ..slo.objectives import Slo
@@ -109,18 +110,6 @@ def judge_files(goal: str | Path, metrics: str | Path, requests: str | Path, out
     if cell_metrics.get("status") != Status.DONE:
         data["reason"] = cell_metrics.get("reason")
     write_json(out, data)
-
-
-def unparsable(path: str | Path) -> str | None:
-    """Why a JSON file that exists does not parse as an object (cut short, damaged); None when
-    it parses or is not there."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        return f"{type(error).__name__}: {error}"
-    return None if isinstance(data, dict) else "not a JSON object"
 
 
 def heal_probe(
