@@ -401,6 +401,10 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
                 entry_of[repeat.id] = choice.entry
     probes.check_probe_ids(seen, searches)
     cells = with_floor_runs(config, cells, entry_of)
+    for cell in cells:  # repeats and floor runs too: each names files of its own
+        checks.check_id_length(cell.id, f"cells[{entry_of[cell.id]}]")
+    for search in searches.values():
+        checks.check_id_length(search.longest_probe_id(), search.where, "a probe's id")
     return Matrix(cells=cells, searches=searches, entry_of=entry_of)
 
 
