@@ -10,11 +10,15 @@ matplotlib (tests/test_parse_imports.py).
 from __future__ import annotations
 
 import shlex
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .atomic import param_json
-from .cell.failures import failure_counts
+from .cell.failures import bump_failures, failure_counts
+from .cell.record import cut_short, write_unreadable
 from .cell.results_dir import write_at_parse
 from .cell.series import forget_provenance, launch_path, record_path, write_series_files
 from .config.matrix import build_matrix, validate_config
@@ -38,7 +42,14 @@ from .outputs.labels import (
     rule_file,
     sweep_cell_ids,
 )
-from .outputs.search_files import goal_path, goals_of, probe_cells, search_path, write_goal_files
+from .outputs.record_index import INVALID_RESULT
+from .outputs.search_files import (
+    goal_path,
+    goals_of,
+    probe_cells,
+    search_path,
+    write_goal_files,
+)
 from .slo.objectives import Slo
 from .vocabulary import Cell
 from .weights.fetch import step_engine, weights_dependencies, with_dependencies
@@ -334,6 +345,33 @@ class Dag(FidelitySteps):
             self.goals,
             self.searches.values(),
         )
+
+    def heal_cells(self, dry_run: bool = False, say: Callable[[str], None] | None = None) -> None:
+        """Each cell's metrics.json that does not parse (cut short) named and replaced by a
+        failed record whose failure counter is bumped, so this run measures the cell again as
+        it retries any failed cell (a missing metrics.json alone would not: Snakemake reruns
+        no job for a missing file whose consumers are up to date); a dry run names it and
+        leaves it. A probe's are removed on its search's walk (search_files.heal_probe)."""
+        say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        for cell_id, cell in self.cells.items():
+            path = Path(self.cells_dir) / cell_id / "metrics.json"
+            reason = cut_short(path)
+            if reason is None:
+                continue
+            if dry_run:
+                say(
+                    f"{path} does not parse ({reason}): a run marks the cell failed and "
+                    "measures it again"
+                )
+                continue
+            why = f"{INVALID_RESULT}: {path} did not parse ({reason}); measured again"
+            try:
+                write_unreadable(cell, path.parent, why)
+                self.failed_attempts[cell_id] = bump_failures(self.failures, cell_id)
+            except OSError as error:
+                say(f"{path} does not parse ({reason}) and cannot be replaced ({error})")
+                continue
+            say(f"{path} does not parse ({reason}): the cell is marked failed and measured again")
 
     def __post_init__(self) -> None:
         self.fidelity = FidelitySettings.of_config(self.config)

@@ -2,11 +2,13 @@
 functions built once while the Snakefile is parsed, and the run's start and end handlers.
 
 - `open_workflow`: GRAPH (the validated config's DAG; an error names its key before anything
-  runs) and JOBS; the parse-time files written; SIGTERM set to end a run or a dry run still
-  planning (workflow_scripts.cell.interrupt says why Snakemake alone could hang there); the
-  Python the series' server (a shell rule) runs with — the rules' conda env's under --use-conda,
-  else the one running Snakemake (a bare venv need not be on PATH) — handed over in the
-  environment, never as a param (workflow_scripts.cell.series.write_series_files says why).
+  runs) and JOBS; the parse-time files written; a cell's cut-short metrics.json named and made
+  a failed record (a dry run: named), so the cell is measured again; SIGTERM set to end a run
+  or a dry run still planning (workflow_scripts.cell.interrupt says why Snakemake alone could
+  hang there); the Python the series' server (a shell rule) runs with — the rules' conda env's
+  under --use-conda, else the one running Snakemake (a bare venv need not be on PATH) — handed
+  over in the environment, never as a param (workflow_scripts.cell.series.write_series_files
+  says why).
 - `run_started`: one run at a time measures into a results_dir (a second refuses), and SIGTERM
   to snakemake tears the running cells' servers down now (the cells are redone next run).
 - `run_ended`: the lock released and the terminal's last lines (run_end). Snakemake calls
@@ -37,11 +39,20 @@ def open_workflow(config: dict[str, Any], checkpoints: Any, workflow: Any) -> tu
     except ConfigError as error:
         raise WorkflowError(str(error)) from None
     graph.write_parse_files()
+    if workflow.is_main_process:  # a job's own process (a cluster job) leaves the results be
+        graph.heal_cells(dry_run(workflow))
     sigterm_never_waits_on_itself()  # before Snakemake builds its scheduler
     conda = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     os.environ["LLMBENCH_PYTHON"] = "python" if conda else sys.executable
     os.environ["LLMBENCH_WORKFLOW"] = workflow.basedir
     return graph, RuleJobs(graph, checkpoints, workflow)
+
+
+def dry_run(workflow: Any) -> bool:
+    """Whether this is a dry run, while the Snakefile is parsed: the executor (what
+    `workflow.dryrun` reads) is set only later, the output settings from the start."""
+    settings = getattr(workflow, "output_settings", None)
+    return bool(getattr(settings, "dryrun", False)) or bool(workflow.dryrun)
 
 
 def run_started(graph: Dag) -> None:

@@ -175,3 +175,31 @@ def test_a_search_rate_whose_probe_id_cannot_be_read_back_stops_plan_and_a_dry_r
         assert "config key 'workloads.goal.search.min'" in out and "r1e-05" in out, out
         assert "Traceback" not in out, out
     assert not (tmp_path / "results").exists()
+
+
+def test_a_cell_id_longer_than_a_file_name_allows_stops_plan_and_a_dry_run(tmp_path):
+    """A workload name of 230 letters (not periodic: Snakemake refuses a wildcard that is): the
+    cell id (and its log, `logs/cells/<id>.log`) could never be written; both `plan` and
+    `snakemake -n` refuse it naming the entry, the id's length and the limit, before anything is
+    written. Before, both planned it."""
+    config = default_config()
+    name = "w" * 229 + "z"
+    config["workloads"][name] = copy.deepcopy(config["workloads"]["c4"])
+    config["cells"].append({**EXPLICIT, "workload": name})
+    path = write_config(tmp_path, config)
+    plan = subprocess.run(
+        [sys.executable, "-m", "workflow_scripts.plan", "--configfile", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    dry = run_snakemake(tmp_path, "-n", timeout=120)
+    size = len(f"smollm2-135m__llamacpp-cpu__q4_0__none__{name}")
+    for proc in (plan, dry):
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out
+        assert f"config key '{NEW_CELL}': cell id 'smollm2-135m__llamacpp-cpu__" in out, out
+        assert f"is {size} bytes" in out and "an id may be at most 229 bytes" in out, out
+        assert "Traceback" not in out, out
+    assert not (tmp_path / "results").exists()

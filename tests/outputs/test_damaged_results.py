@@ -4,7 +4,8 @@ requests completed than recorded, a negative count). The one reader of every tab
 comparison (`writers.load_indexed` / `load_cell`) shows such a cell as failed with the reason and
 never aggregates it; `compare` says which folder is damaged with its own exit code; the search's
 walk removes a probe's file that does not parse (so the probe is measured or judged again) with
-a line that names it. All on copies of the fixture cells: no stand-in is needed."""
+a line that names it, and the Snakefile's parse a plain cell's metrics.json the same way. All on
+copies of the fixture cells: no stand-in is needed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import sys
 import pytest
 
 from tests.support.outputs import BASE, DRAFTER, FIXTURES, REPO, fixture_cells
+from tests.support.pipeline import tiny_config
+from workflow_scripts.dag import build_dag
 from workflow_scripts.outputs import compare_runs, writers
 from workflow_scripts.outputs.record_index import files_of
 from workflow_scripts.outputs.search_files import heal_probe, read_verdict, settled_verdict
@@ -146,3 +149,33 @@ def test_a_cut_short_probe_file_is_removed_with_a_line_naming_it(tmp_path):
     (folder / "metrics.json").write_text('{"status": "do')
     assert heal_probe(folder, said.append, remove=False)  # a dry run: named, left as it is
     assert (folder / "metrics.json").exists() and "a run removes it" in said[-1]
+
+
+def test_a_plain_cells_cut_short_metrics_is_named_and_the_cell_failed_for_a_rerun(tmp_path):
+    """While the Snakefile is parsed (workflow_hooks.open_workflow): a cell's metrics.json that
+    does not parse is named; a dry run leaves it; a run makes it a whole failed record naming
+    the file and bumps the cell's failure counter, so the run measures the cell again as it
+    retries a failed cell. Before, the cell read as done on every run and its card and figure
+    failed with a traceback."""
+    config = tiny_config([{"model": "smollm2-135m", "engine": "llamacpp-cpu", "workload": "tiny"}])
+    config["results_dir"] = str(tmp_path / "results")
+    graph = build_dag(config)
+    (cell,) = graph.cells
+    folder = tmp_path / "results" / "cells" / cell
+    folder.mkdir(parents=True)
+    cut = folder / "metrics.json"
+    cut.write_text('{"status": "do')
+    said: list[str] = []
+    graph.heal_cells(dry_run=True, say=said.append)
+    assert len(said) == 1 and said[0].startswith(f"{cut} does not parse (JSONDecodeError: ")
+    assert said[0].endswith("a run marks the cell failed and measures it again")
+    assert cut.read_text() == '{"status": "do' and graph.failed_attempts == {}
+    graph.heal_cells(say=said.append)
+    assert said[1].endswith("the cell is marked failed and measured again")
+    failed = json.loads(cut.read_text())
+    assert (failed["cell"], failed["status"]) == (cell, "failed")
+    assert failed["reason"].startswith(f"invalid result: {cut} did not parse (JSONDecodeError")
+    assert graph.failed_attempts == {cell: 1}  # the cell rule's param: this run retries it
+    assert (tmp_path / "results" / "failures" / f"{cell}.count").read_text() == "1\n"
+    graph.heal_cells(say=said.append)  # whole now: left alone, no line
+    assert len(said) == 2 and graph.failed_attempts == {cell: 1}

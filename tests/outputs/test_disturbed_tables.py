@@ -1,27 +1,40 @@
 """A disturbed cell (other work on the machine during its bench: metrics.json
 `interference.flagged`, process.machine_use.disturbed) is flagged wherever its figures are
 shown: summary, sweeps, the frontier, the gain at each point, the crossover (its text names the
-point the answer rests on), spec_gain and comparisons. Hand-written metrics; the issue's case:
-the base series' c8 ran while another process used 107 % of a core, and the crossover said
-"faster at c8" without a word."""
+point the answer rests on), spec_gain and comparisons, the latency-goal search's answer and
+slo_drafter, the fidelity frontier and its answer. Hand-written metrics; the issue's case: the
+base series' c8 ran while another process used 107 % of a core, and the crossover said "faster
+at c8" without a word."""
 
 from __future__ import annotations
 
 import copy
 import csv
+import json
+from dataclasses import replace
 from pathlib import Path
 
+from tests.outputs.test_fidelity_tables import F16, Q4, Q8, records
 from tests.outputs.test_sweeps import done_series, outputs_under
+from tests.slo.test_tables import GOAL, SPEC, probe, searched
+from tests.support.config import default_config
 from tests.support.outputs import BASE, fixture_metrics
+from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.outputs import cell_pairs, sweeps
 from workflow_scripts.outputs.changes import FASTER
+from workflow_scripts.outputs.fidelity_tables import fidelity_table, frontier_points, frontier_table
+from workflow_scripts.outputs.front_page import answers_html
 from workflow_scripts.outputs.repeats import collapse_repeats
+from workflow_scripts.outputs.search_files import search_outcome
+from workflow_scripts.outputs.slo_tables import drafter_goal_rows, slo_row, write_slo_tables
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
 from workflow_scripts.outputs.tables import summary_frame, summary_rows
 from workflow_scripts.process import machine_use as mu
 
 LOADS = [1, 2, 4, 8]
+SLO_OUT = ("slo_csv", "slo_md", "slo_drafter_csv", "slo_drafter_md")
 
 
 def busy(other_cpu_pct: float = 107.0) -> dict:
@@ -118,3 +131,85 @@ def test_a_flag_in_any_repeat_stays_and_the_cell_is_disturbed():
     folded, _, _ = collapse_repeats([quiet, shaky])
     assert mu.disturbed(folded[0]) is True
     assert folded[0]["interference"][mu.FLAGGED_IN_RUN] == shaky["cell"]
+
+
+# --- the latency-goal search's answer and the fidelity frontier -----------------------------
+
+
+def test_a_disturbed_probe_is_named_where_the_search_answers(tmp_path):
+    """The search 1..64 under TPOT = 10 + 4c walks c1, c2, c4, c8, c16, c12, c10, c11; c8 ran
+    disturbed: slo.csv/md's note and `rests_on_disturbed` name it, as spec_crossover names a
+    point, and slo_drafter flags the pair. A disturbed probe off the walk shapes no answer."""
+    base = replace(searched(10, 4), disturbed=frozenset({(8, 0), (6, 0)}))
+    row = slo_row(base)
+    assert (row["largest_passing"], row["smallest_failing"]) == (10, 11)
+    assert row["rests_on_disturbed"] == "c8"
+    assert row["note"] == ("largest passing c10, smallest failing c11" + mu.disturbed_note(["c8"]))
+    assert "c8 rests on a disturbed measurement" in row["note"]
+    assert slo_row(searched(10, 4))["rests_on_disturbed"] == ""
+    drafter = replace(searched(8, 4, drafter="ngram"), disturbed=frozenset({(16, 0), (12, 0)}))
+    (pair,) = drafter_goal_rows([base, drafter])
+    assert pair["flags"] == "disturbed: base series at c8 and drafter series at c16, c12"
+    assert pair["disturbed"] is True
+    (quiet,) = drafter_goal_rows([searched(10, 4), searched(8, 4, drafter="ngram")])
+    assert quiet["disturbed"] is False and "disturbed" not in quiet["flags"]
+    out = {key: tmp_path / key.replace("_csv", ".csv").replace("_md", ".md") for key in SLO_OUT}
+    write_slo_tables([base, drafter], out)
+    assert "c8 rests on a disturbed measurement" in out["slo_md"].read_text()
+    assert "disturbed: base series at c8" in out["slo_drafter_md"].read_text()
+    front = "\n".join(answers_html([str(out["slo_csv"])]))  # the report's front page
+    assert "rests_on_disturbed" in front and "<td>c8</td>" in front
+
+
+def test_the_search_reads_which_probes_were_disturbed_from_their_metrics(tmp_path):
+    search = searched(10, 4)
+    record = {
+        "series": search.series,
+        "model": "m",
+        "engine": "llamacpp",
+        "quant": "q4",
+        "drafter": "none",
+        "workload": "w",
+        "slo": GOAL.to_dict(),
+        "search": SPEC.to_dict(),
+    }
+    for load, other_cpu in ((1, 3.0), (2, 3.0), (4, 107.0)):
+        folder = tmp_path / f"{search.series}-c{load}"
+        folder.mkdir()
+        records, metrics = probe(10 + 4 * load)
+        metrics |= {"cell": folder.name, "status": "done", "interference": busy(other_cpu)}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+        lines = "".join(json.dumps(r.to_dict()) + "\n" for r in records)
+        (folder / "requests.jsonl").write_text(lines)
+    found = search_outcome(record, tmp_path)
+    assert set(found.results) == {(1, 0), (2, 0), (4, 0)}
+    assert found.disturbed == {(4, 0)}
+    assert slo_row(found)["rests_on_disturbed"] == "c4"
+
+
+def test_the_fidelity_frontier_flags_a_disturbed_quant_and_the_answer_resting_on_it():
+    """q8_0 and q4_0 both pass the goal; q4_0, the faster, ran disturbed: its row says so, and
+    the answer (q4_0, chosen over q8_0 by a speed measured while other work ran) names it."""
+    config = validate_config(default_config())
+    cells = build_cells(config)
+    recs = {F16: records(set()), floor_id(F16): records(set()), Q8: records(set())}
+    recs[Q4] = records(set())
+    metrics = [
+        {"cell": cell, "status": "done", "decode_tok_s": speed, "interference": busy(3.0)}
+        for cell, speed in ((F16, 50.0), (Q8, 70.0), (Q4, 100.0))
+    ]
+    metrics[2]["interference"] = busy(107.0)
+    kld = {
+        "smollm2-135m__q8_0": {"kld_mean": 0.01, "kld_mean_err": 0.001, "same_top_pct": 97.0},
+        "smollm2-135m__q4_0": {"kld_mean": 0.02, "kld_mean_err": 0.001, "same_top_pct": 96.0},
+    }
+    table = fidelity_table(cells, metrics, recs, kld, FidelitySettings.of_config(config))
+    by_id = {m["cell"]: m for m in metrics}
+    frontier = frontier_table(frontier_points(table, by_id, {c.id: c for c in cells}))
+    rows = frontier.set_index("quant")
+    assert rows["disturbed"].to_dict() == {"f16": False, "q8_0": False, "q4_0": True}
+    assert rows.loc["q4_0", "answer"] == "fastest within the goal" + mu.disturbed_note(["q4_0"])
+    by_id[Q4]["interference"] = busy(3.0)
+    quiet = frontier_table(frontier_points(table, by_id, {c.id: c for c in cells}))
+    assert set(quiet["answer"]) == {"", "fastest within the goal"}
+    assert not quiet["disturbed"].any()

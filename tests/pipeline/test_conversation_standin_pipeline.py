@@ -10,13 +10,16 @@ One law, two engine entries: `law-cache` (the cache on) and `law-nocache` (the s
 the llama.cpp adapter's cache-off settings, `--no-cache-prompt --cache-ram 0`). One workload:
 a ShareGPT file of our own, replayed as whole conversations, one at a time (one slot), so the
 prompts reach the slot in a known order: the cell's readiness probe first, then each
-conversation's turns in order.
+conversation's turns in order. A copy of the finished run, one cell's metrics.json cut short,
+shows that cell measured again.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
+import shutil
 import statistics
 from pathlib import Path
 
@@ -289,3 +292,45 @@ def test_the_card_and_the_front_page_show_conversations(talk_run):
     assert "## Conversations by turn" in card
     overview = (talk_run / "results/summary/overview.html").read_text()
     assert "<h2>Conversations</h2>" in overview
+
+
+_JOB = re.compile(r"^(?:local)?rule (\w+):$")
+
+
+def cells_measured(proc) -> list[str]:
+    """The `cell` wildcard of each job of rule `cell` a run (or dry run) printed."""
+    out, rule = [], None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        line = line.strip()
+        if match := _JOB.match(line):
+            rule = match.group(1)
+        elif rule == "cell" and line.startswith("wildcards: cell="):
+            out.append(line.split("=", 1)[1])
+    return out
+
+
+def test_a_cut_short_metrics_json_is_named_and_the_cell_measured_again(talk_run, tmp_path):
+    """A copy of the finished run with the cache-off cell's metrics.json cut short (a full disk,
+    a killed copy): a dry run names it and leaves it; a run names it, measures that cell alone
+    again and remakes its card. Before, the cell read as done and its card failed with a
+    traceback on every run."""
+    workdir = tmp_path / "copy"
+    shutil.copytree(talk_run, workdir, symlinks=True)
+    cut = workdir / "results/cells" / cell(NOCACHE) / "metrics.json"
+    cut.write_text(cut.read_text()[:40])
+    named = f"{cut.relative_to(workdir)} does not parse (JSONDecodeError"
+    dry = run_snakemake(workdir, "-n")
+    assert dry.returncode == 0 and "Traceback" not in dry.stderr, dry.stderr[-3000:]
+    assert named in dry.stderr and "a run marks the cell failed and measures it again" in dry.stderr
+    assert len(cut.read_text()) == 40
+    proc = run_snakemake(workdir)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in said, said[-3000:]
+    assert named in said and "the cell is marked failed and measured again" in said
+    assert cells_measured(proc) == [cell(NOCACHE)], said[-3000:]
+    assert metrics(workdir, NOCACHE)["status"] == "done"
+    card = workdir / "results/cells" / cell(NOCACHE) / "card.md"
+    assert card.stat().st_mtime >= cut.stat().st_mtime
+    again = run_snakemake(workdir, "-n")  # measured whole: nothing more to do
+    assert again.returncode == 0 and cells_measured(again) == []
+    assert left_behind(" ".join(LAW.argv())) == []

@@ -1,8 +1,8 @@
 """Config checks the schema cannot say: the config's size once aliases are expanded and its
 numbers finite (before it is copied), each engine setting in the shape its adapter renders, the
-listen address set in one place only, each cell's weights in a format its engine reads, and a
-conversation's think time within its time cap. Every refusal names its key path, before
-anything is downloaded or built."""
+listen address set in one place only, each cell's weights in a format its engine reads, a
+conversation's think time within its time cap, and each id short enough for the file names made
+from it. Every refusal names its key path, before anything is downloaded or built."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 _WARNED_HOSTS: set[str] = set()
 FORMAT_NAMES = {"gguf": "a GGUF file", "hf": "a Hugging Face folder or safetensors file"}
 ENGINE_READS = {"gguf": "GGUF files", "hf": "Hugging Face folders (safetensors)"}
+NAME_MAX_BYTES = 255  # the longest file name ext4, xfs, btrfs and tmpfs take (NAME_MAX)
+# What the pipeline adds to an id in a file name, at most: a shared series' launch file written
+# atomically (`.<series>.launch.json.<8 random>.tmp`, atomic.atomic_open).
+ID_NAME_ROOM = len("..launch.json.XXXXXXXX.tmp")
 
 
 def key_path(parts: list[Any]) -> str:
@@ -228,6 +232,20 @@ def check_weights_format(cell: Cell, where: str) -> None:
         f"config key '{where}': cell '{cell.id}': engine '{cell.engine}' ({cell.engine_kind}) "
         f"{problem} (quant '{cell.quant}' of model '{cell.model}'); {fix}"
     )
+
+
+def check_id_length(cell_id: str, where: str, what: str = "cell id") -> None:
+    """A cell, series or probe id whose file names (its folder, `<id>.count`, `<id>.log`, a
+    shared series' `.<id>.launch.json.XXXXXXXX.tmp` while it is written) fit in a file name."""
+    size = len(cell_id.encode("utf-8"))
+    if size + ID_NAME_ROOM > NAME_MAX_BYTES:
+        raise ConfigError(
+            f"config key '{where}': {what} '{cell_id}' is {size} bytes; a file name holds at "
+            f"most {NAME_MAX_BYTES} and the files named after an id add up to {ID_NAME_ROOM} "
+            f"more ('.<id>.launch.json.XXXXXXXX.tmp'), so an id may be at most "
+            f"{NAME_MAX_BYTES - ID_NAME_ROOM} bytes: shorten the model, engine, quant, drafter "
+            "or workload name"
+        )
 
 
 def check_known(kind: str, name: str, known: dict, where: str) -> None:

@@ -405,6 +405,10 @@ def build_matrix(config: dict[str, Any]) -> Matrix:
     probes.check_probe_ids(seen, searches)
     fidelity.check_fidelity(config, cells, entry_of)
     cells = with_floor_runs(config, cells, entry_of)
+    for cell in cells:  # repeats and floor runs too: each names files of its own
+        checks.check_id_length(cell.id, f"cells[{entry_of[cell.id]}]")
+    for search in searches.values():
+        checks.check_id_length(search.longest_probe_id(), search.where, "a probe's id")
     return Matrix(cells=cells, searches=searches, entry_of=entry_of)
 
 

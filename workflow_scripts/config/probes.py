@@ -20,6 +20,8 @@ from ..vocabulary import Cell, ConfigError, SweepPoint
 from . import sweeps
 from .search import goal_of, load_label, probe_part
 
+LONGEST_RATE = "0.000123457"  # a probe's rate at its longest: 6 digits (slo.search) from 1e-4
+
 
 @dataclass(frozen=True)
 class Search:
@@ -60,6 +62,17 @@ class Search:
                 shared_server=False,
             ),
         )
+
+    def longest_probe_id(self) -> str:
+        """The longest id a probe of this search may take (the file names made from it must
+        fit): at its max with every extension; a searched rate's midpoints may be written longer
+        than its max (six significant digits from 1e-4: `r0.000123457`)."""
+        spec = self.settings
+        at_max = self.probe_id((spec.max, spec.max_extensions))
+        if spec.over == CONCURRENCY:
+            return at_max
+        extension = f"-x{spec.max_extensions}" if spec.max_extensions else ""
+        return max(at_max, f"{self.series}-r{LONGEST_RATE}{extension}", key=len)
 
     def key_of(self, cell_id: str) -> ProbeKey | None:
         """`<series>-c8-x1` -> (8, 1); None when the id is no probe of this series."""

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from ..loadgen.metrics import percentile
+from ..loadgen.records import pair_requests
 from ..slo.bounds import wilson_interval
 
 UNCHANGED, CHANGED, UNRESOLVED = "unchanged", "changed", "unresolved"
@@ -42,7 +42,9 @@ class Agreement:
     texts differ, or the shorter one's length when it is a prefix of the other.
     `recorded` False: a cell kept no text (`record_outputs: false`); then nothing is compared.
     `answers`: the measured answers of both cells; `empty_or_errored`: those that errored or
-    are empty. A prompt both answered empty is no evidence of agreement: it is not compared."""
+    are empty. A prompt both answered empty is no evidence of agreement: it is not compared.
+    `unpaired`: requests both answered under one prompt and turn whose prompt texts differed:
+    no pair, not compared."""
 
     prompts_compared: int
     identical: int
@@ -50,6 +52,7 @@ class Agreement:
     recorded: bool = True
     answers: int = 0
     empty_or_errored: int = 0
+    unpaired: int = 0
 
     @property
     def identical_pct(self) -> float | None:
@@ -84,52 +87,39 @@ def first_divergence(text: str, reference: str) -> int | None:
     return len(os.path.commonprefix([text, reference]))
 
 
-def _measured_sends(records: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], Any]:
-    """(prompt_index, k) -> the output of the k-th measured send of that prompt when complete
-    (None: no text kept). Sends are counted in the order written (requests.jsonl is in send
-    order), failed ones too, so a failed send never shifts the sends after it."""
-    seen: Counter[int] = Counter()
-    out = {}
-    for record in records:
-        if record.get("warmup"):
-            continue
-        prompt = record["prompt_index"]
-        key = (prompt, seen[prompt])
-        seen[prompt] += 1
-        if record.get("status") == COMPLETE:
-            out[key] = record.get("output")
-    return out
-
-
-def _empty_or_errored(records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
-    """(measured answers, those that errored or are empty)."""
-    measured = [r for r in records if not r.get("warmup")]
-    bad = sum(1 for r in measured if r.get("status") != COMPLETE or r.get("output") == "")
-    return len(measured), bad
-
-
 def compare_outputs(
     records: Iterable[Mapping[str, Any]], reference_records: Iterable[Mapping[str, Any]]
 ) -> Agreement:
-    """A cell's outputs against its reference's: measured (not warm-up), complete requests
-    present in both, the k-th send of a prompt matched with the k-th; a prompt both answered
-    empty is left out (two empty answers are no evidence of agreement). Either cell missing any
-    complete answer's text means it kept none: `recorded` False, nothing compared."""
-    records, reference_records = list(records), list(reference_records)
-    mine, theirs = _measured_sends(records), _measured_sends(reference_records)
-    if any(text is None for text in (*mine.values(), *theirs.values())):
+    """A cell's outputs against its reference's, over the requests the two runs pair
+    (`records.pair_requests`: measured, complete in both, the same prompt and turn, the k-th
+    send with the k-th, the same prompt text); those of the same prompt but another text are
+    counted (`unpaired`), not compared; a pair both answered empty is left out (two empty
+    answers are no evidence of agreement). Either cell missing any complete answer's text means
+    it kept none: `recorded` False, nothing compared."""
+    mine, theirs = list(records), list(reference_records)
+    answers = [r.get("output") for r in (*mine, *theirs) if _measured_complete(r)]
+    if any(text is None for text in answers):
         return Agreement(prompts_compared=0, identical=0, recorded=False)
-    keys = [k for k in sorted(mine.keys() & theirs.keys()) if mine[k] or theirs[k]]
-    positions = [first_divergence(mine[key], theirs[key]) for key in keys]
+    pairing = pair_requests(mine, theirs)
+    positions = [
+        first_divergence(a["output"], b["output"])
+        for a, b in pairing.pairs
+        if a["output"] or b["output"]  # two empty answers are no evidence of agreement
+    ]
     differing = tuple(p for p in positions if p is not None)
-    counts = [_empty_or_errored(r) for r in (records, reference_records)]
+    counts = [_empty_or_errored(r) for r in (mine, theirs)]
     return Agreement(
         prompts_compared=len(positions),
         identical=len(positions) - len(differing),
         first_divergence=differing,
         answers=sum(c[0] for c in counts),
         empty_or_errored=sum(c[1] for c in counts),
+        unpaired=pairing.unpaired,
     )
+
+
+def _measured_complete(record: Mapping[str, Any]) -> bool:
+    return not record.get("warmup") and record.get("status") == COMPLETE
 
 
 def fisher_lower_p(identical: int, n: int, floor_identical: int, floor_n: int) -> float:
@@ -169,6 +159,9 @@ def judge_pair(pair: Agreement, floor: Agreement | None) -> PairVerdict:
     if not pair.recorded:
         return PairVerdict(UNRESOLVED, "outputs not recorded")
     n, same = pair.prompts_compared, pair.identical
+    if n == 0 and pair.unpaired:
+        sent = f"the {pair.unpaired} both answered were sent as other texts"
+        return PairVerdict(UNRESOLVED, f"no prompt paired: {sent}")
     if n == 0:
         bad = f"{pair.empty_or_errored} of {pair.answers} answers empty or errored"
         return PairVerdict(NO_VERDICT, f"no evidence ({bad})")

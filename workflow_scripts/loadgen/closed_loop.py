@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from .datasets import Prompt
 from .records import RequestRecord
-from .request import Link, request_body, run_request
+from .request import Link, prompt_sha256, request_body, run_request
 from .sessions import MeasuredRun, converse
 from .settings import LoadSettings
 from .wire import Endpoint
@@ -87,6 +87,7 @@ async def measured(
                     record.scheduled_s = arrivals[position]
                 records.append(record)
                 body = request_body(spec, prompt.text, max_tokens=prompt.max_tokens)
+                record.prompt_sha256 = prompt_sha256(body)
                 await run_request(
                     link, spec, endpoint.request(spec.path, body, spec.api_key), record, t0
                 )

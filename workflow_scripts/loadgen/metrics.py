@@ -337,10 +337,3 @@ def _meets_slo(record: RequestRecord, slo: dict[str, float], basis: str) -> bool
         if t is not None and t * 1000 > slo["tpot_ms"]:
             return False
     return True
-
-
-def common_prompt_subset(*runs: Sequence[RequestRecord]) -> set[tuple[int, int]]:
-    """Pair keys (prompt, conversation turn) completed in every run: the fair basis when caps
-    cut runs short."""
-    sets = [{r.pair_key for r in run if r.status == OK and not r.warmup} for run in runs]
-    return set.intersection(*sets) if sets else set()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ class RequestRecord:
     spec_details: dict[str, Any] | None = None  # SGLang's sglext.spec_tokens_details
     session: int | None = None  # a conversation's position in the run; None outside them
     turn: int | None = None  # its turn, from 1; None outside conversations
+    prompt_sha256: str | None = None  # the prompt as sent (request.prompt_sha256); None: older
 
     @property
     def content_chunks(self) -> int:
@@ -62,6 +65,65 @@ class RequestRecord:
             return cls(**data)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+SendKey = tuple[int, int, int]  # (prompt, turn or 0, k): a prompt's (and turn's) k-th send
+
+
+def _field(record: RequestRecord | Mapping[str, Any], name: str) -> Any:
+    """A field of a record as read (RequestRecord) or as a requests.jsonl line (a mapping)."""
+    if isinstance(record, Mapping):
+        return record.get(name)
+    return getattr(record, name)
+
+
+def measured_sends(records: Iterable[Any]) -> dict[SendKey, Any]:
+    """(prompt, turn or 0, k) -> the k-th measured send of that prompt and turn. Sends count in
+    the order written (requests.jsonl is in send order), failed ones too, so a failed send never
+    shifts the sends after it."""
+    seen: Counter[tuple[int, int]] = Counter()
+    out = {}
+    for record in records:
+        if _field(record, "warmup"):
+            continue
+        key = (_field(record, "prompt_index"), _field(record, "turn") or 0)
+        out[(*key, seen[key])] = record
+        seen[key] += 1
+    return out
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Two runs' completed measured requests matched one to one (`pairs`: (a's, b's) in key
+    order), and how many matched by key but were not paired: their prompt texts differ."""
+
+    pairs: tuple[tuple[Any, Any], ...]
+    unpaired: int = 0
+
+    @property
+    def keys(self) -> set[tuple[int, int]]:
+        """The pair keys (`RequestRecord.pair_key`) of the pairs."""
+        return {(_field(a, "prompt_index"), _field(a, "turn") or 0) for a, _ in self.pairs}
+
+
+def pair_requests(records_a: Iterable[Any], records_b: Iterable[Any]) -> Pairing:
+    """The one way two runs' requests are paired (records as read or as requests.jsonl lines):
+    both complete and measured, the same prompt and conversation turn (`pair_key`), the k-th send
+    with the k-th, and the same prompt text as sent (`prompt_sha256`). A record written before
+    the digest pairs on the key alone. Same key, other text (`unpaired`): an engine that fitted a
+    trace's prompts in its own tokens, or a later turn carrying the model's own other answer."""
+    a, b = measured_sends(records_a), measured_sends(records_b)
+    pairs, unpaired = [], 0
+    for key in sorted(a.keys() & b.keys()):
+        mine, theirs = a[key], b[key]
+        if _field(mine, "status") != OK or _field(theirs, "status") != OK:
+            continue
+        digests = (_field(mine, "prompt_sha256"), _field(theirs, "prompt_sha256"))
+        if None not in digests and digests[0] != digests[1]:
+            unpaired += 1
+            continue
+        pairs.append((mine, theirs))
+    return Pairing(tuple(pairs), unpaired)
 
 
 def read_records(path: str | Path) -> list[RequestRecord]:

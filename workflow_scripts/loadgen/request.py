@@ -4,6 +4,8 @@ replaces, and the one resend when the server had already closed that connection.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from typing import Any
 
@@ -40,6 +42,15 @@ def request_body(
         body["max_tokens"], body["ignore_eos"] = max_tokens, True
     body.update(spec.extra_body)
     return body
+
+
+def prompt_sha256(body: dict[str, Any]) -> str:
+    """The digest of a request's prompt exactly as sent: a chat's messages (a conversation's
+    turn with the history it carried) as canonical JSON, or a completion's text. Two runs'
+    requests pair only when it is the same (records.pair_requests)."""
+    sent = body["messages"] if "messages" in body else body["prompt"]
+    text = json.dumps(sent, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Link:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .prompts import MODEL_HISTORY, Prompt
 from .records import OK, RequestRecord
-from .request import Link, request_body, run_request
+from .request import Link, prompt_sha256, request_body, run_request
 from .settings import LoadSettings
 from .wire import Endpoint
 
@@ -67,6 +67,7 @@ async def converse(
             record.scheduled_s = scheduled_s
         run.records.append(record)
         body = request_body(spec, prompt.text, talk.messages_for(turn, answers))
+        record.prompt_sha256 = prompt_sha256(body)
         request = run.endpoint.request(spec.path, body, spec.api_key)
         try:
             await run_request(link, sending, request, record, run.t0)

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import write_text
-from ..loadgen.records import OK, RequestRecord
+from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
 from ..vocabulary import Status
 from .changes import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
@@ -136,10 +136,9 @@ def same_prompts(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return not (sha_a and sha_b and sha_a != sha_b)
 
 
-def _completed(records: Sequence[RequestRecord]) -> dict[tuple[int, int], int | None]:
-    """Completed measured prompts (and conversation turns: pair keys) -> their prompt tokens
-    as the server counted them."""
-    return {r.pair_key: r.prompt_tokens for r in records if r.status == OK and not r.warmup}
+def _completed(records: Sequence[RequestRecord]) -> set[tuple[int, int]]:
+    """Completed measured prompts (and conversation turns: pair keys)."""
+    return {r.pair_key for r in records if r.status == OK and not r.warmup}
 
 
 def pair_flags(
@@ -156,18 +155,25 @@ def pair_flags(
     if disturbed := disturbed_flag({"A": pair.a, "B": pair.b}):
         flags.append(disturbed)
     if method == UNPAIRED:
-        flags.append("prompts not paired (another dataset, or < 2 completed by both)")
+        flags.append(
+            "prompts not paired (another dataset, or < 2 completed by both as the same text)"
+        )
     if method == PAIRED_PROMPTS:
         done_a, done_b = _completed(records_a or []), _completed(records_b or [])
-        shared = done_a.keys() & done_b.keys()
-        if done_a.keys() != done_b.keys():
+        pairing = pair_requests(records_a or [], records_b or [])
+        shared = len(pairing.pairs)
+        if done_a != done_b:
             flags.append(
                 f"different prompts completed ({len(done_a)} and {len(done_b)}): change on "
-                f"the {len(shared)} both completed"
+                f"the {shared} both completed"
             )
-        differ = sum(done_a[p] != done_b[p] for p in shared)
+        if pairing.unpaired:
+            flags.append(
+                f"{pairing.unpaired} prompts not paired: both completed them, sent as other texts"
+            )
+        differ = sum(a.prompt_tokens != b.prompt_tokens for a, b in pairing.pairs)
         if differ:
-            flags.append(f"prompt tokens differ on {differ} of {len(shared)} prompts")
+            flags.append(f"prompt tokens differ on {differ} of {shared} prompts")
     repeated = max((m.get("repeats") or {}).get("done", 1) for m in (pair.a, pair.b))
     if method in (PAIRED_PROMPTS, UNPAIRED) and repeated > 1:
         flags.append("change and interval from each cell's first finished repeat")

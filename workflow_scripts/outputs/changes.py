@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..loadgen.records import OK, RequestRecord
+from ..loadgen.records import OK, RequestRecord, pair_requests
 from .stats import (
     BOOTSTRAP,
     CHUNK_ELEMENTS,
@@ -50,6 +50,7 @@ class Change:
     verdict: str | None
     common_prompts: int
     source: str = BOOTSTRAP
+    unpaired: int = 0  # prompts both completed but sent as other texts: left out of the pairs
 
 
 def verdict(lo_pct: float | None, hi_pct: float | None, higher_is_better: bool) -> str | None:
@@ -185,7 +186,8 @@ def paired_changes(
       sits between them, so relabelings of a few prompts cannot tell even a uniform change; the
       bootstrap's intervals for quantiles are conservative instead (no difference in 95.9 and
       96.1 % of 8000 such simulated pairs for TPOT and TTFT medians)."""
-    common = _completed(base_records) & _completed(new_records)
+    pairing = pair_requests(base_records, new_records)
+    common = pairing.keys
     base = request_arrays(base_records, common)
     new = request_arrays(new_records, common)
     n = base.n
@@ -217,7 +219,7 @@ def paired_changes(
             lo = 100 * (math.exp(center - spread[name]) - 1)
             hi = 100 * (math.exp(center + spread[name]) - 1)
         found = verdict(lo, hi, FIGURES[name][1])
-        out[name] = Change(name, change, lo, hi, found, n, source)
+        out[name] = Change(name, change, lo, hi, found, n, source, pairing.unpaired)
     return out
 
 
@@ -305,8 +307,9 @@ def cell_changes(
 ) -> CellChanges:
     """The best-founded interval two cells allow: their repeats when both have ≥ 3 (the only
     one that holds start-to-start variance); else a paired bootstrap over the prompts both
-    completed, when the indices name `same_prompts` and ≥ 2 are shared; else each run's
-    requests resampled on their own. `*_repeats` are per-repeat figures (repeats.py)."""
+    completed, when the indices name `same_prompts` and ≥ 2 pair (records.pair_requests: the
+    same prompt text too); else each run's requests resampled on their own. The basis says how
+    many were not paired. `*_repeats` are per-repeat figures (repeats.py)."""
     if len(base_repeats) >= MIN_REPEATS and len(new_repeats) >= MIN_REPEATS:
         changes = {
             figure: repeat_changes(
@@ -318,13 +321,15 @@ def cell_changes(
     if not base_records or not new_records:
         empty = {f: Change(f, None, None, None, None, 0, NO_INTERVAL) for f in figures}
         return CellChanges(empty, NO_INTERVAL, "")
-    shared = len(_completed(base_records) & _completed(new_records))
+    pairing = pair_requests(base_records, new_records)
+    shared = len(pairing.pairs)
+    left_out = f", {pairing.unpaired} not paired (sent as other texts)" if pairing.unpaired else ""
     if same_prompts and shared >= 2:
         changes = paired_changes(base_records, new_records, figures, resamples)
-        return CellChanges(changes, PAIRED_PROMPTS, f"{shared} prompts")
+        return CellChanges(changes, PAIRED_PROMPTS, f"{shared} prompts{left_out}")
     changes = _unpaired_changes(base_records, new_records, figures, resamples, SEED)
     counts = (len(_completed(base_records)), len(_completed(new_records)))
-    return CellChanges(changes, UNPAIRED, f"{counts[0]} + {counts[1]} requests")
+    return CellChanges(changes, UNPAIRED, f"{counts[0]} + {counts[1]} requests{left_out}")
 
 
 def _completed(records: Sequence[RequestRecord]) -> set[tuple[int, int]]:

@@ -31,6 +31,7 @@ from ..fidelity.pairs import (
     fidelity_pairs,
     floor_id,
 )
+from ..process.machine_use import disturbed, disturbed_note
 from ..vocabulary import Cell
 from .report_html import write_tables_html
 from .writers import to_markdown
@@ -55,6 +56,7 @@ FIDELITY_COLUMNS = [
     "drafter",
     "workload",
     "prompts_compared",
+    "unpaired",  # answered by both under one prompt and turn, sent as other texts: not compared
     "identical_pct",
     "identical_lo_pct",
     "identical_hi_pct",
@@ -81,6 +83,7 @@ FRONTIER_COLUMNS = [
     "loss",
     "goal_verdict",
     "answer",
+    "disturbed",  # other work on the machine during the cell's bench (machine_use.disturbed)
 ]
 FIDELITY_INTRO = (
     "Each cell against the cell it is compared with, on the same prompts: `quant` against the "
@@ -93,6 +96,9 @@ FIDELITY_INTRO = (
     "changed); `unresolved`: too few prompts to tell, or no floor measured and outputs differ; "
     "`no verdict`: the reference or its floor run did not finish, or no answer was left to "
     "compare (errored, or both empty: no evidence of agreement). "
+    "Requests pair by prompt, turn and the prompt's text as sent: `not paired` counts those both "
+    "cells answered under one prompt but sent as other texts (an engine that fits a trace's "
+    "prompts in its own tokens, a conversation whose history is the model's own answers). "
     "KL divergence, same-top-token % and perplexity: llama-perplexity against the reference's "
     "logits on one fixed text (± the tool's standard error)."
 )
@@ -101,7 +107,9 @@ FRONTIER_INTRO = (
     "Per model, engine and workload: the reference quant and the quants compared with it, "
     "decode tok/s against fidelity loss (KL mean where every quant has one, else the share of "
     "outputs not identical to the reference's); the rows are the non-dominated quants, and "
-    "`answer` marks the fastest within the fidelity goal."
+    "`answer` marks the fastest within the fidelity goal. `disturbed`: other work on the "
+    "machine crossed the config's `checks` during that cell's bench; an answer whose choice "
+    "rests on such a cell says so."
 )
 NOT_RECORDED = "not recorded"
 
@@ -207,6 +215,7 @@ def _row(
         "drafter": cell.drafter,
         "workload": cell.workload,
         "prompts_compared": shown.prompts_compared if shown else None,
+        "unpaired": shown.unpaired if shown else None,
         "identical_pct": shown.identical_pct if shown else None,
         "identical_lo_pct": lo,
         "identical_hi_pct": hi,
@@ -297,6 +306,14 @@ def _figure(row: Mapping[str, Any], key: str, digits: int, unit: str = "") -> st
     return f"{value:.{digits}f}" + (f" ± {err:.{digits}f}" if err is not None else "") + unit
 
 
+def _prompts_text(row: Mapping[str, Any]) -> str:
+    """`24`, or `21 (3 not paired)` where some prompts were sent as other texts."""
+    compared, unpaired = row["prompts_compared"], _num(row.get("unpaired"))
+    if compared is None or pd.isna(compared):
+        return ""
+    return f"{compared:g}" + (f" ({unpaired:g} not paired)" if unpaired else "")
+
+
 def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
     """fidelity.md's columns, as text: the id parts that differ from the reference, the share
     identical with its interval, the floor, the first divergence, the verdict, the KL figures
@@ -312,7 +329,7 @@ def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
                 "cell": row["cell"],
                 "kind": row["kind"],
                 "against": row["reference_cell"],
-                "prompts": "" if pd.isna(row["prompts_compared"]) else int(row["prompts_compared"]),
+                "prompts": _prompts_text(row),
                 "identical %": "" if identical is None else f"{identical:.1f} [{lo:.1f}, {hi:.1f}]",
                 "floor %": "" if floor is None else f"{floor:.1f}",
                 "first diff (chars)": "" if first is None else f"{first:g}",
@@ -344,8 +361,9 @@ def frontier_points(
     table: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]], cells: Mapping[str, Cell]
 ) -> list[dict[str, Any]]:
     """Per model, engine and workload: the reference quant (loss 0) and each quant compared
-    with it that has a speed and a fidelity figure, with `frontier` (non-dominated) and
-    `answer` (the fastest within the goal, where a goal is set)."""
+    with it that has a speed and a fidelity figure, with `frontier` (non-dominated), `answer`
+    (the fastest within the goal, where a goal is set, naming the disturbed quants its choice
+    rests on) and `disturbed` (machine_use.disturbed)."""
     points: list[dict[str, Any]] = []
     quants = table[table["kind"] == QUANT]
     for (model, engine, workload), group in quants.groupby(
@@ -378,10 +396,13 @@ def frontier_points(
         members = [m for m in members if m["decode_tok_s"] is not None and m["loss"] is not None]
         passing = [m for m in members if m["goal_verdict"] == "pass"]
         fastest = max(passing, key=lambda m: m["decode_tok_s"]) if passing else None
+        # the answer is chosen by the speeds of every quant within the goal
+        shaky = [m["quant"] for m in passing if disturbed(metrics.get(m["cell"]))]
         for m in members:
             m.update(model=model, engine=engine, workload=workload, measure=measure)
             m["frontier"] = not _dominated(m, members)
-            m["answer"] = "fastest within the goal" if m is fastest else ""
+            m["answer"] = "fastest within the goal" + disturbed_note(shaky) if m is fastest else ""
+            m["disturbed"] = bool(disturbed(metrics.get(m["cell"])))
         points += members
     return points
 

@@ -72,9 +72,18 @@ ANSWER_TABLES = {
         "Latency goal",
         SLO_TITLE,
         SLO_INTRO,
-        ("series", "slo", "over", "largest_passing", "smallest_failing", "goodput_decode_tok_s"),
+        (
+            "series",
+            "slo",
+            "over",
+            "largest_passing",
+            "smallest_failing",
+            "goodput_decode_tok_s",
+            "rests_on_disturbed",
+        ),
         ("largest_passing", "smallest_failing"),
         numbers=("goodput_decode_tok_s",),
+        shown_when_filled=("rests_on_disturbed",),  # a probe other work disturbed
     ),
     "gain_by_content": AnswerTable(
         "The drafter by content",

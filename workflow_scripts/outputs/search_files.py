@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import canonical_json, write_json, write_text_if_changed
+from ..cell.record import unparsable
 from ..config.probes import Search, probe_key
+from ..process.machine_use import disturbed
 from ..slo.objectives import Slo
 from ..slo.point import PointResult, evaluate_point, judge
 from ..slo.search import Plan, ProbeKey, SearchSettings, next_probe
@@ -108,18 +110,6 @@ def judge_files(goal: str | Path, metrics: str | Path, requests: str | Path, out
     if cell_metrics.get("status") != Status.DONE:
         data["reason"] = cell_metrics.get("reason")
     write_json(out, data)
-
-
-def unparsable(path: str | Path) -> str | None:
-    """Why a JSON file that exists does not parse as an object (cut short, damaged); None when
-    it parses or is not there."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        return f"{type(error).__name__}: {error}"
-    return None if isinstance(data, dict) else "not a JSON object"
 
 
 def heal_probe(
@@ -278,7 +268,8 @@ class SearchOutcome:
     """One series' search as the summary sees it (the search to run: `config.probes.Search`):
     who it is (`workload` is the configured workload's name, what a drafter series and its base
     share), its goal and search, the plan the verdicts so far give, each measured probe's result,
-    and why each failed probe failed (its cell failed, or its result is invalid)."""
+    why each failed probe failed (its cell failed, or its result is invalid), and which probes
+    other work on the machine disturbed."""
 
     series: str
     model: str
@@ -292,6 +283,7 @@ class SearchOutcome:
     results: Mapping[ProbeKey, PointResult]
     failed: Mapping[ProbeKey, str] = field(default_factory=dict)
     content: str | None = None  # what its prompts are (DatasetSettings.content_label)
+    disturbed: frozenset[ProbeKey] = frozenset()  # probes other work disturbed (machine_use)
 
     def at(self, load: Any) -> PointResult | None:
         """The result the walk last measured at `load` (its last extension)."""
@@ -307,9 +299,12 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
     spec = SearchSettings.from_dict(search["search"])
     results: dict[ProbeKey, PointResult] = {}
     failed: dict[ProbeKey, str] = {}
+    shaky: set[ProbeKey] = set()
     for key, (metrics, records) in measured_probes(search, spec, cells_dir).items():
         if metrics.get("status") == Status.DONE:
             results[key] = evaluate_point(slo, records, metrics)
+            if disturbed(metrics):
+                shaky.add(key)
         else:
             failed[key] = metrics.get("reason") or str(metrics.get("status"))
     plan: Plan = next_probe(spec, {key: r.verdict for key, r in results.items()})
@@ -326,6 +321,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
         results=results,
         failed=failed,
         content=search.get("content"),
+        disturbed=frozenset(shaky),
     )
 
 

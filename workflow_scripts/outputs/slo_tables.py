@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..config.search import load_label
+from ..process.machine_use import disturbed_names, disturbed_note
 from ..slo.bounds import CONFIDENCE
 from ..slo.point import PointResult
 from ..slo.search import ProbeKey, SearchSettings, Step
@@ -49,6 +50,7 @@ SLO_CSV_COLUMNS = [
     "drafter",
     "workload",
     "latency_from",  # where TTFT and E2E ran from: schedule (open-loop arrivals) | send
+    "rests_on_disturbed",  # the walked probes other work disturbed: the answer rests on them
 ]
 SLO_MD_COLUMNS = [
     "series",
@@ -84,13 +86,14 @@ DRAFTER_GOAL_COLUMNS = [
     "drafter_goodput_decode_tok_s",
     "change",
     "flags",
+    "disturbed",  # a probe either search's answer rests on was disturbed (flags says which)
 ]
 
 
 def probe_text(spec: SearchSettings, step: Step, result: PointResult | None) -> str:
     """`c8 n=64 pass (tpot p90 38.0 hi 41.2 ≤ 52 ms)`: a probe, its requests, its verdict and
     the parts that gave it (every part of a pass; the failing or straddling ones otherwise)."""
-    name = load_label(spec, step.load) + (f" ext{step.extension}" if step.extension else "")
+    name = step_label(spec, step.key)
     if result is None:
         return f"{name} {step.verdict}"
     parts = [objective_text(o) for o in result.objectives if o.verdict == result.verdict]
@@ -158,11 +161,26 @@ def latency_from_text(search: SearchOutcome) -> str:
     arrivals: each request's scheduled time), `send`, both where its probes differ, '' with
     no probe measured."""
     return ", ".join(sorted({r.latency_from for r in search.results.values()}))
+def step_label(spec: SearchSettings, key: ProbeKey) -> str:
+    """`c8`, `c8 ext1`: a probe as the tables name it."""
+    return load_label(spec, key[0]) + (f" ext{key[1]}" if key[1] else "")
+
+
+def disturbed_probes(search: SearchOutcome) -> list[str]:
+    """The probes the search's walk rests on that other work on the machine disturbed (every
+    walked probe shapes the answer), in walk order."""
+    return [
+        step_label(search.settings, step.key)
+        for step in search.plan.steps
+        if step.key in search.disturbed
+    ]
 
 
 def slo_row(search: SearchOutcome) -> dict[str, Any]:
-    """One series' row of slo.csv."""
+    """One series' row of slo.csv: a walked probe that was disturbed is named in the note and
+    in `rests_on_disturbed`, as spec_crossover names its points."""
     plan, spec = search.plan, search.settings
+    shaky = disturbed_probes(search)
     answer = search.at(plan.largest_passing) if plan.largest_passing is not None else None
     walls = [search.results[s.key].wall_s for s in plan.steps if s.key in search.results]
     return {
@@ -173,7 +191,7 @@ def slo_row(search: SearchOutcome) -> dict[str, Any]:
         "complete": plan.done,
         "slo": search.slo.text,
         "search": spec.text,
-        "note": search_note(search),
+        "note": search_note(search) + disturbed_note(shaky),
         "probes": "; ".join(
             probe_text(spec, step, search.results.get(step.key)) for step in plan.steps
         ),
@@ -194,6 +212,7 @@ def slo_row(search: SearchOutcome) -> dict[str, Any]:
         "drafter": search.drafter,
         "workload": search.workload,
         "latency_from": latency_from_text(search),
+        "rests_on_disturbed": ", ".join(shaky),
     }
 
 
@@ -223,6 +242,17 @@ def change_text(base: SearchOutcome, drafter: SearchOutcome) -> str:
     return f"the drafter {verb} the load served within the goal from {b_text} to {d_text}"
 
 
+def _disturbed_pair(base: SearchOutcome | None, drafter: SearchOutcome) -> str:
+    """`disturbed: base series at c8 and drafter series at c4`: the disturbed probes each
+    search's answer rests on (spec_gain's flag, by series), else ''."""
+    names = []
+    for name, search in (("base series", base), ("drafter series", drafter)):
+        labels = disturbed_probes(search) if search is not None else []
+        if labels:
+            names.append(f"{name} at {', '.join(labels)}")
+    return disturbed_names(names)
+
+
 def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]:
     """Each drafter series beside its base series (drafter `none`, same model, engine, quant and
     workload): the largest passing load with and without the drafter, throughput at each, and
@@ -246,6 +276,8 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
             )
         if d.content == RANDOM_TOKENS:
             flags.append(RANDOM_TOKENS_FLAG)
+        if shaky := _disturbed_pair(base, d):
+            flags.append(shaky)
         b_answer = base.at(base.plan.largest_passing) if base else None
         d_answer = d.at(d.plan.largest_passing)
         b_decode = b_answer.decode_tok_s if b_answer else None
@@ -273,6 +305,7 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
                 "drafter_goodput_decode_tok_s": d_answer.goodput_decode_tok_s if d_answer else None,
                 "change": change_text(base, d) if base else "",
                 "flags": "; ".join(flags),
+                "disturbed": bool(shaky),
             }
         )
     return rows
@@ -294,11 +327,15 @@ SLO_INTRO = (
     "arrivals (a trace, Poisson `request_rate`): from each request's scheduled time, so a "
     "request that waited for a free slot is charged its wait (left out, it is what the field "
     "calls coordinated omission); `send` in a closed loop. TPOT runs between tokens either way."
+    "passing load. A probe measured while other work used the machine (crossing the config's "
+    "`checks`) is named in the note (`rests on a disturbed measurement`) and in "
+    "`rests_on_disturbed`: every probe the walk took shapes the answer."
 )
 DRAFTER_GOAL_INTRO = (
     "Each drafter series beside its base series (drafter none, same model, engine, quant and "
     "workload) under the same goal: the largest load each serves within it, and the decode "
-    "throughput there."
+    "throughput there. Flags `disturbed: base series at c8`: a probe that search's answer "
+    "rests on was measured while other work used the machine."
 )
 
 

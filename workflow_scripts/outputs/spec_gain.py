@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 
 from ..fidelity.agreement import CHANGED
-from ..loadgen.metrics import common_prompt_subset, compute_metrics
-from ..loadgen.records import OK, RequestRecord
+from ..loadgen.metrics import compute_metrics
+from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
 from ..vocabulary import RANDOM_TOKENS, CellMetrics, Status
 from .changes import paired_changes, repeat_changes
@@ -96,12 +96,16 @@ def completed_prompts(records: Sequence[RequestRecord]) -> set[tuple[int, int]]:
 def common_subset_figures(
     base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
 ) -> dict[str, Any]:
-    """When the two cells completed different prompts (a cap, skipped or failed requests), the
-    pair's figures again on the prompts both completed, from the raw records. Throughput there
-    is the subset's tokens over the subset's own span, so it compares like with like but is not
-    the cell's headline figure."""
-    common = common_prompt_subset(base_records, drafter_records)
-    if completed_prompts(base_records) == completed_prompts(drafter_records):
+    """When the two cells completed different prompts (a cap, skipped or failed requests) or
+    sent some as other texts (a conversation's history of the model's own answers), the pair's
+    figures again on the prompts they pair (records.pair_requests), from the raw records.
+    Throughput there is the subset's tokens over the subset's own span, so it compares like
+    with like but is not the cell's headline figure."""
+    pairing = pair_requests(base_records, drafter_records)
+    common = pairing.keys
+    if not pairing.unpaired and completed_prompts(base_records) == completed_prompts(
+        drafter_records
+    ):
         return {}
 
     def on_common(records: Sequence[RequestRecord]) -> dict[str, Any]:
@@ -122,7 +126,8 @@ def paired_gain_columns(
     base_records: Sequence[RequestRecord], drafter_records: Sequence[RequestRecord]
 ) -> dict[str, Any]:
     """The drafter's decode gain and TPOT change with 95 % intervals from a paired randomization
-    test over the prompts both cells completed, and the verdict on decode tok/s."""
+    test over the prompts both cells completed as the same text, and the verdict on decode
+    tok/s; the source says how many were not paired."""
     changes = paired_changes(
         base_records, drafter_records, figures=("decode_tok_s", "tpot_median_ms")
     )
@@ -131,7 +136,8 @@ def paired_gain_columns(
         "decode_gain_lo_pct": decode.lo_pct,
         "decode_gain_hi_pct": decode.hi_pct,
         "verdict": decode.verdict,
-        "gain_interval_source": f"paired randomization, {decode.common_prompts} prompts",
+        "gain_interval_source": f"paired randomization, {decode.common_prompts} prompts"
+        + (f", {decode.unpaired} not paired (sent as other texts)" if decode.unpaired else ""),
         "tpot_change_pct": tpot.change_pct,
         "tpot_change_lo_pct": tpot.lo_pct,
         "tpot_change_hi_pct": tpot.hi_pct,

@@ -76,8 +76,26 @@ def disturbed(metrics: Mapping[str, Any] | None) -> bool | None:
 def disturbed_flag(cells: Mapping[str, Mapping[str, Any] | None]) -> str:
     """`disturbed: <name>[ and <name>]` naming which cells of a pair or a point (name -> its
     metrics) were disturbed, else '': what a comparison resting on them must say."""
-    names = [name for name, metrics in cells.items() if disturbed(metrics)]
+    return disturbed_names([name for name, metrics in cells.items() if disturbed(metrics)])
+
+
+def disturbed_names(names: Sequence[str]) -> str:
+    """`disturbed: <name>[ and <name>]`, else '': the flag's words, whatever the names name."""
     return f"disturbed: {' and '.join(names)}" if names else ""
+
+
+def disturbed_note(labels: Sequence[str]) -> str:
+    """What an answer drawn from several cells (a crossover, a search, a frontier) must say when
+    some of them were disturbed: which (`; c8 rests on a disturbed measurement …`), else ''."""
+    if not labels:
+        return ""
+    labels = list(labels)
+    joined = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+    verb = "rests" if len(labels) == 1 else "rest"
+    return (
+        f"; {joined} {verb} on a disturbed measurement (other work on the machine during the "
+        "bench): read with care, or measure again (checks.rerun_disturbed)"
+    )
 
 
 @dataclass(frozen=True)

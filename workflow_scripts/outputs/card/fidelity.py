@@ -109,6 +109,14 @@ def _share(agreement: Agreement | None) -> str:
     )
 
 
+def _basis(agreement: Agreement) -> str:
+    """What was compared: the same prompts, and how many were not paired (sent as other
+    texts under one prompt and turn)."""
+    if not agreement.unpaired:
+        return "the same prompts"
+    return f"the same prompts; {agreement.unpaired} not paired (sent as other texts)"
+
+
 def _plus_minus(kld: Mapping[str, Any], key: str, digits: int) -> str:
     value, err = kld.get(key), kld.get(f"{key}_err")
     if value is None:
@@ -133,7 +141,7 @@ def fidelity_section(data: CardFidelity) -> Section:
         return Section("Fidelity", paragraphs=[NOT_RECORDED_NOTE])
     quartiles = data.agreement.first_divergence_quartiles if data.agreement else None
     rows = [
-        ("Compared with", f"{data.reference_cell} ({data.kind})", "the same prompts"),
+        ("Compared with", f"{data.reference_cell} ({data.kind})", _basis(data.agreement)),
         ("Identical greedy outputs", _share(data.agreement), "95 % Wilson interval"),
         (
             "Noise floor",

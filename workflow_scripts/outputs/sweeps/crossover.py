@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ...process.machine_use import disturbed_note
 from ...vocabulary import CellData, point_part
 from ..changes import FASTER
 from ..spec_gain import RANDOM_TOKENS_FLAG
@@ -64,17 +65,6 @@ def crossover_summary(verdicts: Sequence[tuple[str, str | None]]) -> str:
     if missing:
         text += f"; no verdict at {_joined(missing)}"
     return text
-
-
-def disturbed_note(labels: Sequence[str]) -> str:
-    """What a crossover resting on disturbed points must say: which points."""
-    if not labels:
-        return ""
-    verb = "rests" if len(labels) == 1 else "rest"
-    return (
-        f"; {_joined(list(labels))} {verb} on a disturbed measurement (other work on the "
-        "machine during the bench): read with care, or measure again (checks.rerun_disturbed)"
-    )
 
 
 def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
