@@ -85,13 +85,11 @@ def steady_state(
     interval = None
     if count:
         pieces = slice_tokens(records, window, count, origin_s)
-        joules = [_series_energy(readings, p.window) for p in pieces]
-        if all(j is not None and j.joules is not None for j in joules):
-            interval = ratio_interval(
-                [j.joules for j in joules],  # type: ignore[union-attr,misc]
-                [p.output_tokens for p in pieces],
-                window.duration_s / count,
-            )
+        each = [_series_energy(readings, p.window) for p in pieces]
+        joules = [j.joules for j in each if j is not None and j.joules is not None]
+        if len(joules) == count:
+            tokens_each = [p.output_tokens for p in pieces]
+            interval = ratio_interval(joules, tokens_each, window.duration_s / count)
     return Steady(
         window, energy.joules, energy.error_j, tokens.output_tokens, tokens.prompt_tokens, interval
     )
