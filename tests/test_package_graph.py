@@ -37,6 +37,20 @@ def test_the_process_layer_imports_no_package_above_it():
     assert "process" in packages["engines"] and "process" in packages["cell"]
 
 
+def test_the_energy_layer_sits_below_cell_and_outputs_beside_process():
+    """energy/ reads the hardware's counters and turns them into a cell's figures: it imports
+    the load client's request record and nothing above it (cell/, outputs/, config/,
+    engines/); process/ does not import it either (the memory sampler is handed an energy
+    source, `process.memory.EnergyProbe`), so the two sit side by side."""
+    graph = import_graph()
+    packages = package_graph(graph)
+    assert packages["energy"] <= {"loadgen", "vocabulary", "atomic"}
+    assert "workflow_scripts.loadgen.records" in graph["workflow_scripts.energy.windows"]
+    assert "energy" not in packages["process"]
+    for below in ("loadgen", "engines", "config", "slo", "fidelity", "weights"):
+        assert "energy" not in packages[below], below
+
+
 def test_a_planted_cycle_through_a_function_level_import_is_found_and_printed(tmp_path):
     """A copy of the real tree, with one import inside a function of process/server.py reaching
     up into cell/: the check must fail and name that import."""

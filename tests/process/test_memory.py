@@ -12,9 +12,11 @@ import psutil
 import pytest
 
 from workflow_scripts.process.memory import (
+    GpuMemory,
     MemorySample,
     MemorySampler,
     delta_understates,
+    energy_series,
     less_client_peaks,
     read_mem_available_kib,
     summarize_memory,
@@ -423,12 +425,56 @@ def test_memory_csv_keeps_its_columns_and_appends_the_split(tmp_path):
     header, row = path.read_text().splitlines()
     old = ["t", "phase", "mem_available_kib", "server_rss_kib", "gpu_used_mib", "client_rss_kib"]
     assert header.split(",")[:6] == old
-    assert header.split(",")[6:] == [
+    assert header.split(",")[6:9] == [
         "server_rss_anon_kib",
         "server_rss_file_kib",
         "server_rss_shmem_kib",
     ]
-    assert row.split(",")[6:] == [str(400 * MIB), str(90 * MIB), "0"]
+    assert row.split(",")[6:9] == [str(400 * MIB), str(90 * MIB), "0"]
+
+
+class Probe:
+    """An energy source as the sampler sees it: a power reading and a counter that move by a
+    known step at each call; None once it is told to fail."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failing = False
+
+    def power_w(self) -> float | None:
+        return None if self.failing else 100.0 + self.calls
+
+    def energy_j(self) -> float | None:
+        if self.failing:
+            return None
+        self.calls += 1
+        return 50.0 * (self.calls - 1)
+
+
+def test_the_sampler_takes_the_energy_sources_readings_and_appends_their_columns(tmp_path):
+    probe = Probe()
+    sampler = MemorySampler(interval_s=0.1, gpu=GpuMemory(), energy=probe)
+    first, second = sampler.sample(), sampler.sample()
+    probe.failing = True
+    third = sampler.sample()
+    assert [(s.power_w, s.energy_j) for s in (first, second, third)] == [
+        (100.0, 0.0),
+        (101.0, 50.0),
+        (None, None),
+    ]
+    assert time.time() - 5 < sampler.epoch_origin_s <= time.time()
+    path = tmp_path / "memory.csv"
+    write_memory_csv(str(path), [first, second, third])
+    header, *rows = path.read_text().splitlines()
+    assert header.split(",")[-2:] == ["power_w", "energy_j"]
+    assert [row.split(",")[-2:] for row in rows] == [
+        ["100.000", "0.000"],
+        ["101.000", "50.000"],
+        ["", ""],
+    ]
+    series = energy_series(sampler.samples, 1000.0, "energy_j")
+    assert series == ((1000.0 + first.t, 0.0), (1000.0 + second.t, 50.0))
+    assert MemorySampler(interval_s=0.1, gpu=GpuMemory()).sample().power_w is None
 
 
 def _child(program: str) -> subprocess.Popen:

@@ -1,7 +1,8 @@
 """Memory telemetry: MemAvailable from /proc/meminfo, server and client process-tree RSS (the
 server's split into anonymous, file-backed and shared-memory pages), GPU memory (NVML), sampled in
 a thread from before launch until after teardown, each sample tagged with its phase; and a
-watchdog that kills the server below a MemAvailable floor."""
+watchdog that kills the server below a MemAvailable floor. Beside them, where the cell gives an
+energy source (`EnergyProbe`, energy/), its power reading and its counter at each sample."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..atomic import atomic_open
 from .rss import ProcessTreeRss
@@ -41,6 +42,19 @@ class MemorySample:
     server_rss_anon_kib: int | None = None
     server_rss_file_kib: int | None = None
     server_rss_shmem_kib: int | None = None
+    # The energy source's power reading (W, summed over the devices it reads) and its counter
+    # (J since the sampler's first reading); None where it gives none, or none was given.
+    power_w: float | None = None
+    energy_j: float | None = None
+
+
+class EnergyProbe(Protocol):
+    """What the sampler reads of an energy source (energy.source.EnergySource): each returns
+    None when it has no figure, and never raises."""
+
+    def power_w(self) -> float | None: ...
+
+    def energy_j(self) -> float | None: ...
 
 
 def read_mem_available_kib(path: str = "/proc/meminfo") -> int:
@@ -97,7 +111,9 @@ class GpuMemory:
 
 
 class MemorySampler:
-    """Samples every `interval_s` in a daemon thread; `phase` is set by the orchestrator."""
+    """Samples every `interval_s` in a daemon thread; `phase` is set by the orchestrator. A
+    sample's `t` is seconds from the sampler's start; `epoch_origin_s` is that start in epoch
+    seconds (what an energy window is held against)."""
 
     def __init__(
         self,
@@ -105,6 +121,7 @@ class MemorySampler:
         floor_kib: int | None = None,
         on_floor: Callable[[MemorySample], None] | None = None,
         gpu: GpuMemory | None = None,
+        energy: EnergyProbe | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.floor_kib = floor_kib
@@ -117,7 +134,9 @@ class MemorySampler:
         self.tripped: MemorySample | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
+        self.energy = energy
         self._t0 = time.monotonic()
+        self.epoch_origin_s = time.time()
 
     def sample(self) -> MemorySample:
         server = self._tree.split_kib() if self._tree else None
@@ -131,6 +150,8 @@ class MemorySampler:
             server_rss_anon_kib=server.anon_kib if server else None,
             server_rss_file_kib=server.file_kib if server else None,
             server_rss_shmem_kib=server.shmem_kib if server else None,
+            power_w=self.energy.power_w() if self.energy else None,
+            energy_j=self.energy.energy_j() if self.energy else None,
         )
         self.samples.append(sample)
         if (
@@ -320,6 +341,8 @@ MEMORY_CSV_COLUMNS = [
     "server_rss_anon_kib",
     "server_rss_file_kib",
     "server_rss_shmem_kib",
+    "power_w",
+    "energy_j",
 ]
 
 
@@ -344,8 +367,19 @@ def write_memory_csv(path: str, samples: Sequence[MemorySample]) -> None:
                             s.server_rss_shmem_kib,
                         )
                     ],
+                    "" if s.power_w is None else f"{s.power_w:.3f}",
+                    "" if s.energy_j is None else f"{s.energy_j:.3f}",
                 ]
             )
+
+
+def energy_series(
+    samples: Sequence[MemorySample], epoch_origin_s: float, field: str
+) -> tuple[tuple[float, float], ...]:
+    """(epoch seconds, value) of the samples that have `field` (`power_w` or `energy_j`): the
+    series energy/ integrates over a window."""
+    pairs = ((epoch_origin_s + s.t, getattr(s, field)) for s in samples)
+    return tuple((t, v) for t, v in pairs if v is not None)
 
 
 def understates_note(mem: Mapping[str, Any], delta_gib: float | None) -> str:
