@@ -118,6 +118,13 @@ def compare_outputs(
     )
 
 
+def _empty_or_errored(records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(measured answers, those that errored or are empty)."""
+    measured = [r for r in records if not r.get("warmup")]
+    bad = sum(1 for r in measured if r.get("status") != COMPLETE or r.get("output") == "")
+    return len(measured), bad
+
+
 def _measured_complete(record: Mapping[str, Any]) -> bool:
     return not record.get("warmup") and record.get("status") == COMPLETE
 

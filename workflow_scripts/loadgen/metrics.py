@@ -245,6 +245,8 @@ def _stop(
         "turn": where,
         "reason": reason,
     }
+
+
 def schedule_figures(
     measured: Sequence[RequestRecord], ttft_ms: dict[str, float | None]
 ) -> dict[str, Any]:

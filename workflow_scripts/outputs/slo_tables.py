@@ -161,6 +161,8 @@ def latency_from_text(search: SearchOutcome) -> str:
     arrivals: each request's scheduled time), `send`, both where its probes differ, '' with
     no probe measured."""
     return ", ".join(sorted({r.latency_from for r in search.results.values()}))
+
+
 def step_label(spec: SearchSettings, key: ProbeKey) -> str:
     """`c8`, `c8 ext1`: a probe as the tables name it."""
     return load_label(spec, key[0]) + (f" ext{key[1]}" if key[1] else "")
