@@ -3,6 +3,8 @@
 - `pairs`: which cell is compared with which (kinds quant, drafter, engine, floor) and the
   model's reference quant; stdlib only (the DAG uses it while the Snakefile is parsed).
 - `agreement`: greedy agreement of two cells' outputs, its noise floor and the verdict.
+- `series`: a sweep series' verdicts as a family: Holm's step-down over its points and one
+  verdict pooled over them (an exact stratified test).
 - `goals`: a fidelity goal judged pass / fail / unresolved from the figures' intervals.
 - `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits;
   what the tool prints is read by `perplexity_output`.

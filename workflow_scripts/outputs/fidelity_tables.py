@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..atomic import write_text
+from ..families import p_text, verdict_text
 from ..fidelity.agreement import Agreement, compare_outputs, judge_pair
 from ..fidelity.goals import NOT_MEASURED, FidelityFigures, FidelityGoal, judge
 from ..fidelity.pairs import (
@@ -29,6 +30,7 @@ from ..fidelity.pairs import (
     fidelity_pairs,
     floor_id,
 )
+from ..fidelity.series import PointVerdict, SeriesVerdict, family_columns, judge_families
 from ..text import first_line
 from ..vocabulary import Cell, Status
 from .report_html import write_tables_html
@@ -68,6 +70,16 @@ FIDELITY_COLUMNS = [
     "decode_tok_s",
     "goal_verdict",
     "goal_detail",
+    # appended: the verdict's test and its family (fidelity.series): a sweep point's pair is one
+    # of its series' points, `verdict` its Holm-adjusted one, `series_verdict` the pooled one
+    "p_value",
+    "p_adjusted",
+    "verdict_unadjusted",
+    "family",
+    "series",
+    "series_verdict",
+    "series_p_value",
+    "series_note",
 ]
 FRONTIER_COLUMNS = [
     "model",
@@ -90,6 +102,11 @@ FIDELITY_INTRO = (
     "divergence in characters. Verdict `changed`: agreement below the floor by a one-sided "
     "Fisher exact test at 5 % (at most 5 % of pairs that agree as often as the floor are called "
     "changed); `unresolved`: too few prompts to tell, or no floor measured and outputs differ. "
+    "A sweep point is one of its series' points: its verdict is Holm's step-down at 5 % over "
+    "the series' tested points (`p (Holm)`: its own p-value, then the adjusted one), so a series "
+    "whose outputs do not change reads `changed` at some point in at most 5 % of runs; `series "
+    "(pooled)`: the series' one verdict, an exact stratified test over its points (each point's "
+    "pair against its own floor), where thin evidence at every point adds up. "
     "KL divergence, same-top-token % and perplexity: llama-perplexity against the reference's "
     "logits on one fixed text (± the tool's standard error)."
 )
@@ -105,13 +122,17 @@ NOT_RECORDED = "not recorded"
 
 @dataclass(frozen=True)
 class Compared:
-    """One pair's agreement, its reference's floor (None: no floor run) and the verdict."""
+    """One pair's agreement, its reference's floor (None: no floor run) and the verdict; a
+    sweep point's pair as one of its series' points too (`point`, `series`: the family's
+    verdicts, which `verdict` and `reason` then are)."""
 
     pair: Pair
     agreement: Agreement
     floor: Agreement | None
     verdict: str
     reason: str
+    point: PointVerdict | None = None
+    series: SeriesVerdict | None = None
 
 
 def _dicts(records: Sequence[Any]) -> list[Mapping[str, Any]]:
@@ -142,20 +163,43 @@ def compared_pairs(
         )
         judged = judge_pair(agreement, floor)
         out.append(Compared(pair, agreement, floor, judged.verdict, judged.reason))
+    for i, found in enumerate(judge_families([(c.pair, c.agreement, c.floor) for c in out], cells)):
+        if found is not None:  # a floor's is None
+            point, series = found
+            out[i] = replace(
+                out[i], verdict=point.verdict, reason=point.reason, point=point, series=series
+            )
     return out
+
+
+@dataclass(frozen=True)
+class DrafterOutputs:
+    """Each drafter cell's outputs verdict against its base (`unchanged`, `changed`,
+    `unresolved`; `not recorded` without outputs), a sweep point's as one of its series'
+    points; and each drafter sweep series judged as a family, with its pooled verdict."""
+
+    by_cell: dict[str, str]
+    by_series: dict[str, SeriesVerdict]
+
+
+def drafter_outputs(cells: Sequence[Cell], records: Mapping[str, Sequence[Any]]) -> DrafterOutputs:
+    """What spec_gain, spec_gain_sweep, spec_crossover and the cards show beside the gain."""
+    compared = [
+        c
+        for c in compared_pairs(cells, records, {})  # a drafter's base needs no reference quant
+        if c.pair.kind == DRAFTER
+    ]
+    return DrafterOutputs(
+        {c.pair.cell: c.verdict if c.agreement.recorded else NOT_RECORDED for c in compared},
+        {c.series.series: c.series for c in compared if c.series is not None},
+    )
 
 
 def drafter_output_verdicts(
     cells: Sequence[Cell], records: Mapping[str, Sequence[Any]]
 ) -> dict[str, str]:
-    """Each drafter cell -> its outputs' verdict against its base (`unchanged`, `changed`,
-    `unresolved`; `not recorded` without outputs): what spec_gain, spec_gain_sweep and the
-    card show beside the gain."""
-    return {
-        c.pair.cell: c.verdict if c.agreement.recorded else NOT_RECORDED
-        for c in compared_pairs(cells, records, {})  # a drafter's base needs no reference quant
-        if c.pair.kind == DRAFTER
-    }
+    """Each drafter cell -> its outputs' verdict against its base (`drafter_outputs`)."""
+    return drafter_outputs(cells, records).by_cell
 
 
 def read_kld(paths: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
@@ -215,6 +259,8 @@ def _row(
         row.update({key: _num(kld.get(key)) for key in KLD_COLUMNS})
     if goal is not None and item.pair.kind != FLOOR:
         row["goal_verdict"], row["goal_detail"] = goal_judgement(goal, agreement, floor, kld)
+    if recorded and item.point is not None:
+        row.update(family_columns(item.point, item.series))
     return row
 
 
@@ -305,6 +351,10 @@ def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
                 "floor %": "" if floor is None else f"{floor:.1f}",
                 "first diff (chars)": "" if first is None else f"{first:g}",
                 "verdict": row["verdict"],
+                "p (Holm)": p_text(_num(row.get("p_value")), _num(row.get("p_adjusted"))),
+                "series (pooled)": verdict_text(
+                    row.get("series_verdict") or None, _num(row.get("series_p_value"))
+                ),
                 "KL mean": _figure(row, "kld_mean", 4) or (row.get("kld_note") or ""),
                 "KL p99": _figure(row, "kld_p99", 4),
                 "same top %": _figure(row, "same_top_pct", 2),

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import OK, RequestRecord
 from ...slo.bounds import wilson_interval
 from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status, point_part, point_value
@@ -39,8 +40,8 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "decode_gain_pct",
     "decode_gain_lo_pct",
     "decode_gain_hi_pct",
-    "verdict",
-    "outputs",  # the drafter's greedy outputs against its base's (outputs.fidelity_tables)
+    "verdict",  # Holm's over the series' points (spec_gain.gain_families)
+    "outputs",  # the drafter's greedy outputs against its base's, Holm's over the points too
     "tpot_change_pct",
     "tpot_change_lo_pct",
     "tpot_change_hi_pct",
@@ -62,6 +63,19 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     *[column for column, _, _ in GAIN_REFERENCES],
     "ref_decode_gain_pct",
     "disturbed",  # either side of the pair (flags names which)
+    # the gain's test: the point's own p-value and verdict, Holm's adjusted p-value, the family
+    "p_value",
+    "p_adjusted",
+    "verdict_unadjusted",
+    "family",
+    # the outputs' test likewise (fidelity.series), and the series' pooled verdict over its points
+    "outputs_p_value",
+    "outputs_p_adjusted",
+    "outputs_unadjusted",
+    "outputs_pooled",
+    "outputs_pooled_p_value",
+    "outputs_pooled_reason",
+    "outputs_note",  # where the points disagree with the pooled verdict
 ]
 
 
@@ -206,12 +220,15 @@ def spec_gain_sweep_table(
     cells: Sequence[CellData],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     outputs: Mapping[str, str] | None = None,
+    series_outputs: Mapping[str, SeriesVerdict] | None = None,
 ) -> pd.DataFrame:
     """spec_gain_sweep.csv: each point of each drafter series whose base series has the same
     points, beside the base point: spec_gain's gain, interval, verdict and outputs verdict
-    (the spec gain table's own, on just these pairs), the TPOT change, and the acceptance at
-    the point with its interval and whether it differs from the series' other points."""
-    records = records or {}
+    (the spec gain table's own, on just these pairs: each judged as one of the series' points),
+    the TPOT change, the acceptance at the point with its interval and whether it differs from
+    the series' other points, and the series' outputs judged as a family (`series_outputs`, by
+    drafter series: fidelity.series.SeriesVerdict) with its pooled verdict."""
+    records, series_outputs = records or {}, series_outputs or {}
     by_id = {m["cell"]: m for m in all_metrics}
     rows = []
     for pair in series_pairs(sweep_points(cells)):
@@ -248,12 +265,30 @@ def spec_gain_sweep_table(
                 **reference_columns(drafter, base),
             }
             row[drafter.sweep.axis] = point_value(drafter.sweep.axis, drafter.sweep.value)
+            row.update(outputs_columns(series_outputs.get(pair.series), drafter.id))
             series_rows.append(row)
         flag_acceptance(series_rows)
         rows += series_rows
     frame = pd.DataFrame(rows, columns=SPEC_GAIN_SWEEP_COLUMNS)
     frame["concurrency"] = frame["concurrency"].astype("Int64")
     return frame
+
+
+def outputs_columns(series: SeriesVerdict | None, cell: str) -> dict[str, Any]:
+    """A drafter point's outputs test, alone and as one of its series' points, and the series'
+    pooled verdict (None: its outputs were not compared)."""
+    point = series.point(cell) if series else None
+    if point is None:
+        return {}
+    return {
+        "outputs_p_value": point.alone.p_value,
+        "outputs_p_adjusted": point.p_adjusted,
+        "outputs_unadjusted": point.alone.verdict,
+        "outputs_pooled": series.verdict,
+        "outputs_pooled_p_value": series.p_value,
+        "outputs_pooled_reason": series.reason,
+        "outputs_note": series.note,
+    }
 
 
 def _not_run(cell: Cell) -> dict[str, Any]:
