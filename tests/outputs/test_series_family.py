@@ -7,26 +7,37 @@ sweep rows likewise. Hand-made metrics and records whose p-values are computed h
 from __future__ import annotations
 
 import csv
+import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.outputs.test_sweeps import LOADS, done_series, front_page, outputs_under
 from tests.support.config import default_config
 from tests.support.sweeps import spread
 from workflow_scripts.config.matrix import build_cells, validate_config
+from workflow_scripts.dag import build_dag
 from workflow_scripts.families import holm
 from workflow_scripts.fidelity.agreement import CHANGED, UNCHANGED, fisher_lower_p
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs import sweeps
+from workflow_scripts.outputs.card.fidelity import card_fidelity, fidelity_section
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, repeat_changes
-from workflow_scripts.outputs.fidelity_tables import drafter_output_verdicts, fidelity_table
+from workflow_scripts.outputs.fidelity_tables import (
+    drafter_output_verdicts,
+    fidelity_table,
+    fidelity_view,
+)
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
 
 FAMILY = "Holm over 4 points of the series at 5 %"
+REPO = Path(__file__).resolve().parents[2]
+SIX = set(range(26, 32))
 
 
 def gains_of(draft_decode: list[float]):
@@ -71,6 +82,26 @@ def test_a_series_faster_nowhere_as_a_family_reads_never_faster():
         "(p = 0.038, Holm p = 0.11), not as one of the series' points"
     )
     assert row["last_faster"] is None and row["first_not_faster"] == 1
+
+
+def test_acceptance_outside_its_interval_at_one_point_alone_is_not_flagged_as_a_family():
+    """Acceptance 0.484 at c4 against 0.500 at the other points, each over 4000 drafted tokens:
+    0.500 lies just outside c4's Wilson interval (p = 0.04 alone), but as one of 4 points its
+    Holm p-value is 4 times that: not flagged, and its note says why. At 0.30 it is flagged."""
+    for rate, flagged in ((0.484, False), (0.30, True)):
+        tpot = [20.0] * 4
+        base, base_m = done_series(False, [10.0] * 4, tpot)
+        draft, draft_m = done_series(True, [15.0] * 4, tpot)
+        for m, r in zip(draft_m, [0.5, 0.5, rate, 0.5], strict=True):
+            m["spec"] = {"acceptance_rate": r, "draft_tokens": 4000, "accepted_tokens": 4000 * r}
+        gains = sweeps.sweep_tables(base_m + draft_m, base + draft, {}).spec_gain_sweep
+        c4 = gains.iloc[2]
+        assert not c4["acceptance_rate_lo"] <= 0.5 <= c4["acceptance_rate_hi"]  # outside alone
+        assert c4["acceptance_p_value"] < 0.05
+        assert c4["acceptance_p_adjusted"] == pytest.approx(min(1.0, 4 * c4["acceptance_p_value"]))
+        assert list(gains["acceptance_differs"]) == [False, False, flagged, False]
+        assert ("not as one of the series' points" in c4["acceptance_note"]) is not flagged
+    assert c4["acceptance_p_value"] < 1e-10
 
 
 # --- the outputs: each point as one of the series', and pooled -------------------------------
@@ -185,5 +216,67 @@ def test_fidelity_csv_judges_a_sweep_series_points_as_a_family():
     assert "below the floor on its own at c8" in c8["series_note"]
     lone = table.loc[plain]  # 18 of 32 against no floor: unresolved, alone
     assert lone["family"] == "alone at 5 %" and pd.isna(lone["series_verdict"])
+    shown = fidelity_view(table.reset_index()).set_index("cell")
+    assert shown.loc[f"{series}-c8", "p (Holm)"] == "0.029 (Holm 0.12)"
+    assert shown.loc[f"{series}-c8", "series (pooled)"] == "unchanged (p = 0.14)"
+    assert shown.loc[plain, "series (pooled)"] == ""  # outside a series
     verdicts = drafter_output_verdicts(cells, records)
     assert [verdicts[f"{series}-c{c}"] for c in (1, 2, 4, 8)] == [UNCHANGED] * 4
+
+
+# --- a sweep point's card ---------------------------------------------------------------------
+
+
+def write_cell(root: Path, metrics_path: str, records: list[RequestRecord]) -> Path:
+    path = root / metrics_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cell": path.parent.name, "status": "done"}))
+    (path.parent / "requests.jsonl").write_text(
+        "".join(json.dumps(r.to_dict()) + "\n" for r in records)
+    )
+    return path
+
+
+def test_a_sweep_points_card_judges_it_as_one_of_its_series(tmp_path, empty_workdir):
+    """The default config's n-gram sweep: the card of its c8 point takes the other points'
+    files too (their metrics.json, their base's and its floor's) and, with the H200's
+    agreements, says `unchanged` as one of 4 points with the series' pooled verdict, and no
+    "not a free one" note; fidelity.csv says the same of the same records."""
+    dag = build_dag(yaml.safe_load((REPO / "config.yaml").read_text()))
+    series = "smollm2-135m__llamacpp-cpu__q4_0__ngram__sweep"
+    own = f"{series}-c8"
+    inputs = dag.card_fidelity(own)
+    settings = json.loads(dag.card_fidelity_settings(own))
+    family = settings["family"]
+    assert [m["label"] for m in family] == ["c1", "c2", "c4", "c8"]
+    assert [m["own"] for m in family] == [False, False, False, True]
+    assert inputs["family_0"] == f"results/cells/{series}-c1/metrics.json"
+    assert inputs["family_0_reference"].endswith("__none__sweep-c1/metrics.json")
+    assert inputs["family_0_floor"].endswith("__none__sweep-c1__floor/metrics.json")
+    assert "family_3" not in inputs  # its own files are the card's own inputs
+    base_card = json.loads(dag.card_fidelity_settings(f"{series.replace('ngram', 'none')}-c8"))
+    assert "family" not in base_card  # a reference point is compared with nothing
+    written = {  # the bases answer as the law says; their floors and c1 .. c4 differ at 6 of 32
+        key: write_cell(tmp_path, path, answers(set() if key.endswith("reference") else SIX))
+        for key, path in inputs.items()
+    }
+    mine = [r.to_dict() for r in answers(set(range(N - 14, N)))]
+    card = card_fidelity(
+        mine,
+        settings,
+        written["fidelity_reference"],
+        written["fidelity_floor"],
+        None,
+        {k: str(v) for k, v in written.items() if k.startswith("family_")},
+    )
+    assert card.judged.verdict == UNCHANGED and not card.outputs_changed
+    assert card.judged.p_value == pytest.approx(fisher_lower_p(18, N, 26, N))
+    assert "not as one of 4 points (Holm p = 0.12)" in card.judged.reason
+    assert card.series.verdict == UNCHANGED and card.series.family == FAMILY
+    rows = {row[0]: row for row in fidelity_section(card).rows}
+    assert rows["Its series, pooled"][1] == "unchanged (p = 0.14)"
+    assert "below the floor on its own at c8" in rows["Its series, pooled"][2]
+    # alone (the card before: no family) the same point read `changed`, the speed-up not free
+    alone = card_fidelity(mine, {**settings, "family": []}, written["fidelity_reference"],
+                          written["fidelity_floor"])  # fmt: skip
+    assert alone.judged.verdict == CHANGED and alone.outputs_changed

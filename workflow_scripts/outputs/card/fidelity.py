@@ -1,7 +1,8 @@
 """A card's "Fidelity" section: the cell against the cell it is compared with (greedy agreement,
 the noise floor, the verdict, a GGUF quant's KL divergence, the fidelity goal), or, for a
 reference cell, how often its own two runs agree. Built from the pair's files (the card rule's
-inputs: the reference's and the floor's metrics.json, the quant's KL file)."""
+inputs: the reference's and the floor's metrics.json, the quant's KL file); a sweep point's
+verdict is its series' family's (fidelity.series), from the same files of the other points."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...families import verdict_text
 from ...fidelity.agreement import CHANGED, Agreement, PairVerdict, compare_outputs, judge_pair
 from ...fidelity.goals import FidelityGoal
+from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
 from ...loadgen.records import read_records
 from ..fidelity_tables import goal_judgement
 from ..record_index import files_of
@@ -38,6 +41,7 @@ class CardFidelity:
     judged: PairVerdict | None
     kld: Mapping[str, Any] | None
     goal_lines: tuple[str, ...] = ()
+    series: SeriesVerdict | None = None  # a sweep point's series, judged as a family
 
     @property
     def outputs_changed(self) -> bool:
@@ -51,16 +55,46 @@ def _records(metrics_path: str | Path | None) -> list[dict[str, Any]] | None:
     return [r.to_dict() for r in read_records(requests)] if requests.exists() else []
 
 
+def _done(metrics_path: str | Path | None) -> bool:
+    if not metrics_path or not Path(metrics_path).exists():
+        return False
+    return json.loads(Path(metrics_path).read_text()).get("status") == "done"
+
+
+def family_verdict(
+    members: Sequence[Mapping[str, Any]],
+    paths: Mapping[str, str],
+    own: tuple[Agreement, Agreement | None],
+) -> SeriesVerdict:
+    """A sweep point's series judged as a family, from the card param's `family` (each point's
+    cell, name and input, the card's own marked) and those inputs' files; like fidelity.csv,
+    only the points that finished."""
+    points = []
+    for member in members:
+        agreement, floor = own
+        if not member.get("own"):
+            key = member["input"]
+            mine, theirs = paths.get(key), paths.get(f"{key}_reference")
+            if not (_done(mine) and _done(theirs)):
+                continue
+            ref_records, floor_records = _records(theirs), _records(paths.get(f"{key}_floor"))
+            agreement = compare_outputs(_records(mine), ref_records)
+            floor = compare_outputs(floor_records, ref_records) if floor_records else None
+        points.append(SeriesPoint(member["cell"], member["label"], agreement, floor))
+    return judge_series(points)
+
+
 def card_fidelity(
     records: Sequence[Any],
     settings: Mapping[str, Any],
     reference: str | Path | None = None,
     floor: str | Path | None = None,
     kld: str | Path | None = None,
+    family: Mapping[str, str] | None = None,
 ) -> CardFidelity | None:
     """The section's data: `settings` the card's `fidelity` param (`kind`, `reference_cell`,
-    `goal`), the paths the card rule's inputs name (metrics.json of the reference and of the
-    floor run, the KL file)."""
+    `goal`, a sweep point's `family`), the paths the card rule's inputs name (metrics.json of
+    the reference and of the floor run, the KL file, the family's other points' files)."""
     if not settings:
         return None
     mine = [r if isinstance(r, Mapping) else r.to_dict() for r in records]
@@ -71,7 +105,11 @@ def card_fidelity(
     agreement = compare_outputs(mine, ref_records)
     floor_agreement = compare_outputs(floor_records, ref_records) if floor_records else None
     kld_figures = json.loads(Path(kld).read_text()) if kld else None
-    judged = judge_pair(agreement, floor_agreement)
+    judged, series = judge_pair(agreement, floor_agreement), None
+    if settings.get("family"):
+        series = family_verdict(settings["family"], family or {}, (agreement, floor_agreement))
+        own = series.point(next(m["cell"] for m in settings["family"] if m.get("own")))
+        judged = PairVerdict(own.verdict, own.reason, own.alone.p_value)
     goal_lines: tuple[str, ...] = ()
     if settings.get("goal"):
         goal = FidelityGoal.from_dict(settings["goal"])
@@ -85,6 +123,7 @@ def card_fidelity(
         judged,
         kld_figures,
         goal_lines,
+        series,
     )
 
 
@@ -134,6 +173,16 @@ def fidelity_section(data: CardFidelity) -> Section:
         ),
         ("Verdict", data.judged.verdict, data.judged.reason),
     ]
+    if data.series is not None:
+        rows.append(
+            (
+                "Its series, pooled",
+                verdict_text(data.series.verdict, data.series.p_value),
+                "; ".join(
+                    x for x in (data.series.family, data.series.reason, data.series.note) if x
+                ),
+            )
+        )
     if data.kld:
         rows += [
             ("KL divergence, mean", _plus_minus(data.kld, "kld_mean", 4), "nats, llama-perplexity"),
