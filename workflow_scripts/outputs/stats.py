@@ -37,7 +37,7 @@ _T975 = (
     2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
-_Z975 = statistics.NormalDist().inv_cdf(0.975)
+Z975 = statistics.NormalDist().inv_cdf(0.975)  # the normal's two-sided 95 % quantile
 
 
 def t975(df: int) -> float:
@@ -46,7 +46,7 @@ def t975(df: int) -> float:
         raise ValueError("a t-interval needs at least two values")
     if df <= len(_T975):
         return _T975[df - 1]
-    z = _Z975
+    z = Z975
     return (
         z
         + (z**3 + z) / (4 * df)

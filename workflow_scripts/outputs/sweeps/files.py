@@ -54,7 +54,7 @@ GAIN_INTRO = (
     "greedy outputs against its base's (fidelity.md), judged the same way, then pooled over "
     "the series' points (`outputs_pooled`, an exact stratified test). Acceptance should not "
     "move with load under greedy decoding: `acceptance differs` marks a point whose interval "
-    "leaves out the median of the series' other points."
+    "leaves out the median of the series' other points, as one of the series' points (Holm)."
 )
 CROSSOVER_TITLE = "Where a drafter stops paying"
 CROSSOVER_INTRO = (
