@@ -353,7 +353,8 @@ def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
                 "verdict": row["verdict"],
                 "p (Holm)": p_text(_num(row.get("p_value")), _num(row.get("p_adjusted"))),
                 "series (pooled)": verdict_text(
-                    row.get("series_verdict") or None, _num(row.get("series_p_value"))
+                    row["series_verdict"] if isinstance(row["series_verdict"], str) else None,
+                    _num(row.get("series_p_value")),
                 ),
                 "KL mean": _figure(row, "kld_mean", 4) or (row.get("kld_note") or ""),
                 "KL p99": _figure(row, "kld_p99", 4),
