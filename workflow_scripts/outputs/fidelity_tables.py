@@ -4,7 +4,8 @@ KL divergence from the reference's logits; the fidelity goal judged on both; the
 frontier (`fidelity_frontier.csv`) and its answer, the fastest quant within the goal.
 
 The same agreements flag a drafter whose outputs changed wherever its gain is shown
-(`drafter_output_verdicts`: spec_gain, spec_gain_sweep, the card)."""
+(`drafter_outputs`: spec_gain, spec_gain_sweep, spec_crossover), a sweep point's as one of its
+series' points, with the series' pooled verdict (fidelity.series)."""
 
 from __future__ import annotations
 
@@ -144,7 +145,8 @@ def compared_pairs(
     records: Mapping[str, Sequence[Any]],
     references: Mapping[str, str],
 ) -> list[Compared]:
-    """Every pair whose two cells have records, compared; a floor pair's floor is itself."""
+    """Every pair whose two cells have records, compared; a floor pair's floor is itself; a
+    sweep series' pairs of one kind judged as a family (fidelity.series.judge_families)."""
     out = []
     for pair in fidelity_pairs(cells, references):
         if pair.cell not in records or pair.reference_cell not in records:
