@@ -280,3 +280,10 @@ def test_a_sweep_points_card_judges_it_as_one_of_its_series(tmp_path, empty_work
     alone = card_fidelity(mine, {**settings, "family": []}, written["fidelity_reference"],
                           written["fidelity_floor"])  # fmt: skip
     assert alone.judged.verdict == CHANGED and alone.outputs_changed
+    # a point that did not finish is left out of the family, as fidelity.csv leaves it out
+    written["family_0"].write_text(json.dumps({"status": "failed"}))
+    paths = {k: str(v) for k, v in written.items() if k.startswith("family_")}
+    three = card_fidelity(mine, settings, written["fidelity_reference"],
+                          written["fidelity_floor"], None, paths)  # fmt: skip
+    assert three.series.family == "Holm over 3 points of the series at 5 %"
+    assert [p.label for p in three.series.points] == ["c2", "c4", "c8"]

@@ -17,6 +17,7 @@ from ...fidelity.agreement import CHANGED, Agreement, PairVerdict, compare_outpu
 from ...fidelity.goals import FidelityGoal
 from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
 from ...loadgen.records import read_records
+from ...vocabulary import Status
 from ..fidelity_tables import goal_judgement
 from ..record_index import files_of
 from .model import Section, fmt
@@ -56,9 +57,11 @@ def _records(metrics_path: str | Path | None) -> list[dict[str, Any]] | None:
 
 
 def _done(metrics_path: str | Path | None) -> bool:
-    if not metrics_path or not Path(metrics_path).exists():
+    """Whether the cell finished (a missing or damaged metrics.json: no)."""
+    try:
+        return json.loads(Path(metrics_path).read_text()).get("status") == Status.DONE
+    except (OSError, TypeError, ValueError, AttributeError):
         return False
-    return json.loads(Path(metrics_path).read_text()).get("status") == "done"
 
 
 def family_verdict(
