@@ -11,7 +11,8 @@ from typing import Any
 
 from .atomic import param_json
 from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
-from .fidelity.pairs import QUANT, floor_id, floor_of
+from .fidelity.pairs import FLOOR, QUANT, Pair, floor_id, floor_of
+from .vocabulary import point_part
 
 
 class UnknownCell(LookupError):
@@ -102,7 +103,8 @@ class FidelitySteps:
     def card_fidelity(self, cell_id: str) -> dict[str, str]:
         """What a cell's card compares its outputs with: the reference's metrics.json (its
         records beside it), the reference's floor run's, a quant's KL record; a reference cell's
-        own floor run."""
+        own floor run; a sweep point's, the same of every other point of its series' family
+        (`family_<i>`, `family_<i>_reference`, `family_<i>_floor`: card_family's order)."""
         pair = self._pair_of.get(cell_id)
         out = {}
         reference = pair.reference_cell if pair else cell_id
@@ -113,7 +115,37 @@ class FidelitySteps:
                 out["kld"] = kld
         if floor_id(reference) in self.cells:
             out["fidelity_floor"] = self.path("cell", "metrics", cell=floor_id(reference))
+        for i, member in enumerate(self.card_family(cell_id)):
+            if member.cell == cell_id:
+                continue
+            out[f"family_{i}"] = self.path("cell", "metrics", cell=member.cell)
+            out[f"family_{i}_reference"] = self.path("cell", "metrics", cell=member.reference_cell)
+            if floor_id(member.reference_cell) in self.cells:
+                floor = floor_id(member.reference_cell)
+                out[f"family_{i}_floor"] = self.path("cell", "metrics", cell=floor)
         return out
+
+    @cached_property
+    def _families(self) -> dict[tuple[str, str], list[Pair]]:
+        """The pairs of each sweep series and kind (fidelity.series judges them as a family),
+        in load order."""
+        out: dict[tuple[str, str], list[Pair]] = {}
+        for pair in self._pair_of.values():
+            sweep = self.cells[pair.cell].sweep
+            if sweep is not None and pair.kind != FLOOR:
+                out.setdefault((sweep.series, pair.kind), []).append(pair)
+        for members in out.values():
+            members.sort(key=lambda p: self.cells[p.cell].sweep.value)
+        return out
+
+    def card_family(self, cell_id: str) -> list[Pair]:
+        """The pairs a sweep point's card judges its own with: every pair of its series and
+        kind, its own among them; none for a cell outside a series or alone in it."""
+        pair, cell = self._pair_of.get(cell_id), self.cells.get(cell_id)
+        if pair is None or cell is None or cell.sweep is None:
+            return []
+        members = self._families.get((cell.sweep.series, pair.kind), [])
+        return members if len(members) > 1 else []
 
     def card_fidelity_settings(self, cell_id: str) -> str:
         """The card's fidelity param: the pair's kind, its reference and the model's goal
@@ -122,4 +154,15 @@ class FidelitySteps:
         if pair is None:
             return param_json({"kind": "reference"} if self.card_fidelity(cell_id) else {})
         goal = self.fidelity.goals.get(self.cells[cell_id].model)
-        return param_json({"kind": pair.kind, "reference_cell": pair.reference_cell, "goal": goal})
+        family = [
+            {
+                "cell": member.cell,
+                "label": point_part("", sweep.axis, sweep.value),
+                "input": f"family_{i}",
+                "own": member.cell == cell_id,
+            }
+            for i, member in enumerate(self.card_family(cell_id))
+            if (sweep := self.cells[member.cell].sweep) is not None
+        ]
+        settings = {"kind": pair.kind, "reference_cell": pair.reference_cell, "goal": goal}
+        return param_json({**settings, "family": family} if family else settings)

@@ -93,10 +93,10 @@ SCENARIOS = {
 # (the agreement is shown, the verdict withheld), none where no answer is evidence.
 PROMPTS_SHOWN = {
     "reference failed": "",
-    "floor run failed": N,
-    "all answers empty": 0,
-    "errored or empty": 0,
-    "every run finished": N,
+    "floor run failed": str(N),
+    "all answers empty": "0",
+    "errored or empty": "0",
+    "every run finished": str(N),
 }
 
 

@@ -221,6 +221,42 @@ def test_paired_change_uses_only_prompts_both_completed():
     assert latency.verdict == change_stats.FASTER  # lower TPOT is faster
 
 
+def test_student_t_p_values_match_closed_forms_and_the_table():
+    """Two-sided P(|T| >= t): 1 - 2 atan(t) / pi with 1 degree of freedom, 1 - t / sqrt(t^2 + 2)
+    with 2; at the tabled 97.5 % quantiles, 5 %; a normal's beyond 10^7."""
+    for t in (0.0, 0.5, 1.0, 3.0, 12.7):
+        assert stats.t_two_sided_p(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi)
+        assert stats.t_two_sided_p(-t, 2) == pytest.approx(1 - t / math.sqrt(t * t + 2))
+    for df in (3, 10, 30, 200):
+        assert stats.t_two_sided_p(stats.t975(df), df) == pytest.approx(0.05, abs=1e-4)
+    assert stats.t_two_sided_p(1.959964, 1e9) == pytest.approx(0.05, abs=1e-6)
+    assert stats.t_two_sided_p(math.inf, 4) == 0.0
+
+
+def test_each_verdict_has_the_p_value_of_its_test_below_five_percent_exactly_when_it_differs():
+    """Holm needs each point's p-value: the paired randomization test's is the share of the
+    relabelings at least as far apart as the runs measured, the repeats' the Welch t-test's;
+    either is below 5 % exactly when the verdict's interval leaves out no change."""
+    rng = np.random.default_rng(8)
+    for scale in (1.0, 0.97, 0.95, 0.9, 1.05):
+        tokens = rng.integers(20, 200, size=40)
+        base = simulate_run(rng, n=40, completion=tokens, noise=0.1)
+        new = simulate_run(rng, n=40, completion=tokens, noise=0.1, tpot_scale=scale)
+        change = change_stats.paired_changes(base, new, figures=("decode_tok_s",))["decode_tok_s"]
+        differs = change.verdict != change_stats.NO_DIFFERENCE
+        assert (change.p_value < 0.05) is differs, change
+        assert 1 / change_stats.RELABELINGS <= change.p_value <= 1
+    faster = change_stats.repeat_changes([100.0, 101.0, 99.0], [110.0, 111.0, 109.0], "x")
+    # t = 0.1 / sqrt((1/3 + 1.1^2/3) / 100^2) with 4 degrees of freedom (int of Welch's)
+    t = 0.1 / math.sqrt((1 / 3 + 1.21 / 3) / 100**2)
+    assert faster.p_value == pytest.approx(stats.t_two_sided_p(t, 4))
+    assert faster.p_value < 0.05 and faster.verdict == change_stats.FASTER
+    same = change_stats.repeat_changes([100.0, 104.0, 96.0], [101.0, 97.0, 103.0], "x")
+    assert same.p_value > 0.05 and same.verdict == change_stats.NO_DIFFERENCE
+    exact = change_stats.repeat_changes([100.0] * 3, [100.0] * 3, "x")
+    assert exact.p_value == 1.0
+
+
 def test_repeat_changes_from_figures_alone():
     change = change_stats.repeat_changes(
         [100.0, 101.0, 99.0], [110.0, 111.0, 109.0], "decode_tok_s"

@@ -6,7 +6,10 @@ closed form (`fixtures/sweeps/law.py`). The stand-in drafter's gain falls with l
 
 The law: a decode step takes 20 + 5 n ms for n streams (TPOT 25, 30, 40, 60 ms at c = 1, 2, 4,
 8); with the drafter 30 + 10 n ms and max(1, 5 - n) tokens a step (TPOT 10, 16.7, 70, 110 ms):
-faster at c = 1 and 2, slower from c = 4.
+faster at c = 1 and 2, slower from c = 4. Its drafter alters the answers to a tenth of the
+prompts (by hash) from token 2 on, and each base point has its floor run: the points' agreements
+are known, so each point's Fisher p-value, their Holm adjustment over the series and the
+series' pooled verdict are known in closed form (the series' verdicts as a family).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from tests.support.pipeline import (
     tiny_config,
     write_config,
 )
+from workflow_scripts.families import Stratum, holm, stratified_lower_p
+from workflow_scripts.fidelity.agreement import fisher_lower_p
+from workflow_scripts.fidelity.pairs import floor_id
 
 pytestmark = [pytest.mark.standin]
 
@@ -37,6 +43,8 @@ LAW = Law(
     draft_accept=5,
     draft_fall=1,
     draft_max=4,
+    alter_share=0.1,
+    alter_after=2,
 )
 MAX_TOKENS = 13
 POINTS = [1, 2, 4, 8]
@@ -71,7 +79,8 @@ def config(data: Path, points: list[int]) -> dict:
                     "engine": ["law"],
                     "drafter": ["none", "standin-draft"],
                     "workload": ["sweep"],
-                }
+                },
+                "fidelity_floor": True,
             }
         ],
         workloads=workloads,
@@ -119,7 +128,7 @@ def test_each_point_measures_the_law(sweep_run):
 
 def test_a_series_starts_its_server_once_and_its_points_take_turns_in_order(sweep_run):
     workdir, _, proc = sweep_run
-    assert rules_run(proc).count("series_server") == 2
+    assert rules_run(proc).count("series_server") == 3  # the base's floor runs: a series too
     for drafter in ("none", "standin-draft"):
         starts = [metrics(workdir, point(drafter, c))["server_start"] for c in POINTS]
         assert len({s["id"] for s in starts}) == 1 and len({s["pid"] for s in starts}) == 1
@@ -170,7 +179,11 @@ def test_adding_a_point_runs_only_it_and_a_retried_point_runs_alone(sweep_run):
     workdir, data, _ = sweep_run
     assert planned_cells(workdir) == set()  # a finished sweep plans nothing
     write_config(workdir, config(data, [1, 2, 3, 4, 8]))
-    assert planned_cells(workdir) == {point("none", 3), point("standin-draft", 3)}
+    assert planned_cells(workdir) == {
+        point("none", 3),
+        point("standin-draft", 3),
+        floor_id(point("none", 3)),
+    }
     write_config(workdir, config(data, POINTS))
     # what a failed point does (cell.failures.bump_failures): its counter moves, so the next run
     # retries it, and only it (with a fresh start of its series' server)
@@ -181,3 +194,56 @@ def test_adding_a_point_runs_only_it_and_a_retried_point_runs_alone(sweep_run):
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert planned_cells(workdir) == {point("none", 2)}
     assert rules_run(proc).count("series_server") == 1
+
+
+def test_the_series_verdicts_are_one_family_and_its_outputs_one_pooled_verdict(sweep_run):
+    """Each point sends the first 8c prompts; the drafter alters a tenth of them (by hash): 6 of
+    8, 13 of 16, 27 of 32 and 57 of 64 identical against floors that agree on all. Alone c4 and
+    c8 are below their floors (p = 0.026, 0.0066); as one of 4 points only c8 is (Holm 0.079,
+    0.026); pooled over the points the series is changed (p = 4.6e-06), and the points disagree.
+    The crossover is drawn from the family's verdicts."""
+    workdir, data, _ = sweep_run
+    prompts = [json.loads(line)["prompt"] for line in data.read_text().splitlines()]
+    known = [
+        (LAW.expected_identical(prompts[: 8 * c], MAX_TOKENS), 8 * c) for c in POINTS
+    ]  # (identical, compared) at each point, against floors that agree on every prompt
+    assert known == [(6, 8), (13, 16), (27, 32), (57, 64)]
+    own = [fisher_lower_p(same, n, n, n) for same, n in known]
+    adjusted = holm(own)
+    pooled = stratified_lower_p([Stratum(same, n, n, n) for same, n in known])
+    gains = table(workdir, "spec_gain_sweep.csv")
+    assert [float(g["outputs_p_value"]) for g in gains] == pytest.approx(own)
+    assert [float(g["outputs_p_adjusted"]) for g in gains] == pytest.approx(adjusted)
+    assert [g["outputs_unadjusted"] for g in gains] == ["unchanged"] * 2 + ["changed"] * 2
+    assert [g["outputs"] for g in gains] == ["unchanged"] * 3 + ["changed"]
+    assert {g["outputs_pooled"] for g in gains} == {"changed"}
+    assert float(gains[0]["outputs_pooled_p_value"]) == pytest.approx(pooled)
+    # the gain: Holm over the points' randomization p-values, and the verdict from it
+    assert [float(g["p_adjusted"]) for g in gains] == pytest.approx(
+        holm([float(g["p_value"]) for g in gains])
+    )
+    assert {g["family"] for g in gains} == {"Holm over 4 points of the series at 5 %"}
+    for g in gains:
+        judged = float(g["p_adjusted"]) < 0.05
+        assert g["verdict"] == (g["verdict_unadjusted"] if judged else "no detectable difference")
+    (row,) = table(workdir, "spec_crossover.csv")
+    faster = [float(g["concurrency"]) for g in gains if g["verdict"] == "faster"]
+    assert float(row["last_faster"]) == max(faster)
+    assert row["outputs_verdict"] == "changed"
+    assert float(row["outputs_p_value"]) == pytest.approx(pooled)
+    assert "points disagree: not detectably changed at c1, c2 and c4" in row["outputs"]
+    assert "below the floor on its own at c4 (p = 0.026, Holm p = 0.079)" in row["outputs"]
+    fidelity = {r["cell"]: r for r in table(workdir, "fidelity.csv")}
+    c4 = fidelity[point("standin-draft", 4)]
+    assert (c4["verdict"], c4["verdict_unadjusted"]) == ("unchanged", "changed")
+    assert float(c4["p_adjusted"]) == pytest.approx(adjusted[2])
+    assert c4["series_verdict"] == "changed" and c4["series"] == series("standin-draft")
+    cards = workdir / "results/cells"
+    card4 = (cards / point("standin-draft", 4) / "card.md").read_text()
+    assert "Its series, pooled" in card4 and "changed (p = 4.6e-06)" in card4
+    assert "speed-up is not a free one" not in card4
+    assert (
+        "speed-up is not a free one" in (cards / point("standin-draft", 8) / "card.md").read_text()
+    )
+    sweeps_md = (workdir / "results/summary/sweeps.md").read_text()
+    assert "Its greedy outputs against its base's: " in sweeps_md

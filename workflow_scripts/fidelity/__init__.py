@@ -5,6 +5,8 @@
 - `agreement`: greedy agreement of two cells' outputs, its noise floor and the verdict.
 - `judgement`: a pair's one judgement from its runs (a run that did not finish: no verdict),
   what the table, the card and the drafter flags all show.
+- `series`: a sweep series' verdicts as a family: Holm's step-down over its points and one
+  verdict pooled over them (an exact stratified test).
 - `goals`: a fidelity goal judged pass / fail / unresolved from the figures' intervals.
 - `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits;
   what the tool prints is read by `perplexity_output`.

@@ -32,6 +32,7 @@ from .stats import (
     request_arrays,
     resampled,
     t975,
+    t_two_sided_p,
 )
 
 RANDOMIZATION = "randomization"
@@ -51,6 +52,7 @@ class Change:
     common_prompts: int
     source: str = BOOTSTRAP
     unpaired: int = 0  # prompts both completed but sent as other texts: left out of the pairs
+    p_value: float | None = None  # the two-sided test behind the verdict, where it gives one
 
 
 def verdict(lo_pct: float | None, hi_pct: float | None, higher_is_better: bool) -> str | None:
@@ -100,6 +102,30 @@ def relabelled_spread(
     """For each figure, the 95 % quantile of |log(new / base)| over the relabelings of the pairs:
     how far the two runs' figures move apart by chance alone when each prompt's two requests
     could as well have been served the other way round."""
+    spreads = relabelled_log_ratios(base, new, figures, count, seed)
+    return {
+        name: float(spread[math.ceil(CONFIDENCE * len(spread)) - 1])
+        for name, spread in spreads.items()
+    }
+
+
+def randomization_p(spread: np.ndarray, observed: float) -> float:
+    """The paired randomization test's two-sided p-value: the share of the relabelings (the
+    identity among them) whose |log(new / base)| is at least the measured one's. Below 5 % exactly
+    when the 95 % interval leaves out no change."""
+    edge = abs(observed) * (1 - 1e-9)  # the identity's own figure, whatever its rounding
+    return float((spread >= edge).sum() / len(spread))
+
+
+def relabelled_log_ratios(
+    base: RequestArrays,
+    new: RequestArrays,
+    figures: Sequence[str],
+    count: int = RELABELINGS,
+    seed: int = SEED,
+) -> dict[str, np.ndarray]:
+    """For each figure, |log(new / base)| over every relabeling of the pairs, sorted (an
+    undefined one as infinity: never small)."""
     n = base.n
     pooled = _pooled(base, new)
     total = 2 ** max(1, math.ceil(math.log2(max(count, 2))))
@@ -123,8 +149,7 @@ def relabelled_spread(
     out = {}
     for name in figures:
         spread = np.concatenate(parts[name])
-        spread = np.sort(np.where(np.isfinite(spread), spread, np.inf))  # undefined: never small
-        out[name] = float(spread[math.ceil(CONFIDENCE * len(spread)) - 1])
+        out[name] = np.sort(np.where(np.isfinite(spread), spread, np.inf))  # undefined: never small
     return out
 
 
@@ -203,14 +228,18 @@ def paired_changes(
         with np.errstate(divide="ignore", invalid="ignore"):
             return {name: 100 * (drawn_new[name] / drawn_base[name] - 1) for name in quantiles}
 
-    spread = relabelled_spread(base, new, rates, relabelings, seed) if n >= 2 and rates else {}
+    spreads = relabelled_log_ratios(base, new, rates, relabelings, seed) if n >= 2 and rates else {}
+    spread = {
+        name: float(values[math.ceil(CONFIDENCE * len(values)) - 1])
+        for name, values in spreads.items()
+    }
     samples = resampled(ratios, n, resamples, seed) if n >= 2 and quantiles else {}
     out = {}
     for name in figures:
         b, m = points_base[name], points_new[name]
         change = 100 * (m / b - 1) if b and m is not None else None
         source = RANDOMIZATION if name in RATE_FIGURES else BOOTSTRAP
-        lo = hi = None
+        lo = hi = p = None
         if n >= 2 and change is not None and name in samples:
             interval = percentile_interval(samples[name], change, n)
             lo, hi = interval.lo, interval.hi
@@ -218,8 +247,9 @@ def paired_changes(
             center = math.log(m / b)
             lo = 100 * (math.exp(center - spread[name]) - 1)
             hi = 100 * (math.exp(center + spread[name]) - 1)
+            p = randomization_p(spreads[name], center)
         found = verdict(lo, hi, FIGURES[name][1])
-        out[name] = Change(name, change, lo, hi, found, n, source, pairing.unpaired)
+        out[name] = Change(name, change, lo, hi, found, n, source, pairing.unpaired, p)
     return out
 
 
@@ -272,11 +302,15 @@ def repeat_changes(
     ratio = mm / mb
     # var(mm/mb) ≈ (vm + ratio² vb) / mb²
     half = 100 * t975(max(1, int(df))) * math.sqrt(vm + ratio**2 * vb) / mb
+    spread = math.sqrt(vm + ratio**2 * vb) / abs(mb)  # the t statistic's denominator
     change = 100 * (ratio - 1)
     lo, hi = change - half, change + half
-    return Change(
-        figure, change, lo, hi, verdict(lo, hi, HIGHER_IS_BETTER.get(figure, True)), 0, REPEATS
-    )
+    if spread > 0:
+        p = t_two_sided_p((ratio - 1) / spread, max(1, int(df)))
+    else:
+        p = 1.0 if ratio == 1 else 0.0
+    found = verdict(lo, hi, HIGHER_IS_BETTER.get(figure, True))
+    return Change(figure, change, lo, hi, found, 0, REPEATS, p_value=p)
 
 
 # What the interval of a change between two cells rests on (comparison tables say it).

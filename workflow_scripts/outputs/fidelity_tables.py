@@ -4,20 +4,22 @@ KL divergence from the reference's logits; the fidelity goal judged on both; the
 frontier (`fidelity_frontier.csv`) and its answer, the fastest quant within the goal.
 
 The same agreements flag a drafter whose outputs changed wherever its gain is shown
-(`drafter_output_verdicts`: spec_gain, spec_gain_sweep, the card)."""
+(`drafter_outputs`: spec_gain, spec_gain_sweep, spec_crossover), a sweep point's as one of its
+series' points, with the series' pooled verdict (fidelity.series)."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..atomic import write_text
+from ..families import p_text, verdict_text
 from ..fidelity.agreement import NO_VERDICT, Agreement, compare_outputs
 from ..fidelity.goals import KLD_FIGURES, NOT_MEASURED, FidelityFigures, FidelityGoal, judge
 from ..fidelity.judgement import Run, judge_runs
@@ -31,6 +33,7 @@ from ..fidelity.pairs import (
     fidelity_pairs,
     floor_id,
 )
+from ..fidelity.series import PointVerdict, SeriesVerdict, family_columns, judge_families
 from ..process.machine_use import disturbed, disturbed_note
 from ..vocabulary import Cell
 from .report_html import write_tables_html
@@ -71,6 +74,16 @@ FIDELITY_COLUMNS = [
     "decode_tok_s",
     "goal_verdict",
     "goal_detail",
+    # appended: the verdict's test and its family (fidelity.series): a sweep point's pair is one
+    # of its series' points, `verdict` its Holm-adjusted one, `series_verdict` the pooled one
+    "p_value",
+    "p_adjusted",
+    "verdict_unadjusted",
+    "family",
+    "series",
+    "series_verdict",
+    "series_p_value",
+    "series_note",
 ]
 FRONTIER_COLUMNS = [
     "model",
@@ -99,6 +112,11 @@ FIDELITY_INTRO = (
     "Requests pair by prompt, turn and the prompt's text as sent: `not paired` counts those both "
     "cells answered under one prompt but sent as other texts (an engine that fits a trace's "
     "prompts in its own tokens, a conversation whose history is the model's own answers). "
+    "A sweep point is one of its series' points: its verdict is Holm's step-down at 5 % over "
+    "the series' tested points (`p (Holm)`: its own p-value, then the adjusted one), so a series "
+    "whose outputs do not change reads `changed` at some point in at most 5 % of runs; `series "
+    "(pooled)`: the series' one verdict, an exact stratified test over its points (each point's "
+    "pair against its own floor), where thin evidence at every point adds up. "
     "KL divergence, same-top-token % and perplexity: llama-perplexity against the reference's "
     "logits on one fixed text (± the tool's standard error)."
 )
@@ -117,13 +135,17 @@ NOT_RECORDED = "not recorded"
 @dataclass(frozen=True)
 class Compared:
     """One pair's agreement (None: not compared, a run did not finish), its reference's floor
-    (None: no floor run, or not usable) and the verdict (fidelity.judgement)."""
+    (None: no floor run, or not usable) and the verdict (fidelity.judgement); a sweep point's
+    pair as one of its series' points too (`point`, `series`: the family's verdicts, which
+    `verdict` and `reason` then are)."""
 
     pair: Pair
     agreement: Agreement | None
     floor: Agreement | None
     verdict: str
     reason: str
+    point: PointVerdict | None = None
+    series: SeriesVerdict | None = None
 
     @property
     def evidence(self) -> Agreement | None:
@@ -142,7 +164,9 @@ def compared_pairs(
     cells: Sequence[Cell], runs: Mapping[str, Run], references: Mapping[str, str]
 ) -> list[Compared]:
     """Every pair whose cell finished, judged (fidelity.judgement.judge_runs: a reference or
-    floor run that did not finish gives no verdict); a floor pair's floor is itself."""
+    floor run that did not finish gives no verdict); a floor pair's floor is itself; a sweep
+    series' pairs of one kind that have a verdict judged as a family
+    (fidelity.series.judge_families)."""
     out = []
     for pair in fidelity_pairs(cells, references):
         cell, reference = runs.get(pair.cell), runs.get(pair.reference_cell)
@@ -155,7 +179,45 @@ def compared_pairs(
             continue
         judged = judge_runs(cell, reference, runs.get(floor_id(pair.reference_cell)))
         out.append(Compared(pair, judged.agreement, judged.floor, judged.verdict, judged.reason))
+    judged_pairs = [i for i, c in enumerate(out) if c.verdict != NO_VERDICT]
+    found = judge_families(
+        [(out[i].pair, out[i].agreement, out[i].floor) for i in judged_pairs], cells
+    )
+    for i, family in zip(judged_pairs, found, strict=True):
+        if family is not None:  # a floor's is None
+            point, series = family
+            out[i] = replace(
+                out[i], verdict=point.verdict, reason=point.reason, point=point, series=series
+            )
     return out
+
+
+@dataclass(frozen=True)
+class DrafterOutputs:
+    """Each drafter cell's outputs verdict against its base (`unchanged`, `changed`,
+    `unresolved`; `not recorded` without outputs), a sweep point's as one of its series'
+    points; and each drafter sweep series judged as a family, with its pooled verdict."""
+
+    by_cell: dict[str, str]
+    by_series: dict[str, SeriesVerdict]
+
+
+def drafter_outputs(
+    cells: Sequence[Cell],
+    records: Mapping[str, Sequence[Any]],
+    all_metrics: Sequence[Mapping[str, Any]],
+) -> DrafterOutputs:
+    """What spec_gain, spec_gain_sweep, spec_crossover and the cards show beside the gain."""
+    runs = cell_runs(all_metrics, records)
+    compared = [
+        c
+        for c in compared_pairs(cells, runs, {})  # a drafter's base needs no reference quant
+        if c.pair.kind == DRAFTER
+    ]
+    return DrafterOutputs(
+        {c.pair.cell: NOT_RECORDED if _not_recorded(c) else c.verdict for c in compared},
+        {c.series.series: c.series for c in compared if c.series is not None},
+    )
 
 
 def drafter_output_verdicts(
@@ -163,15 +225,8 @@ def drafter_output_verdicts(
     records: Mapping[str, Sequence[Any]],
     all_metrics: Sequence[Mapping[str, Any]],
 ) -> dict[str, str]:
-    """Each drafter cell -> its outputs' verdict against its base (`unchanged`, `changed`,
-    `unresolved`, `no verdict`; `not recorded` without outputs): what spec_gain,
-    spec_gain_sweep and the card show beside the gain."""
-    runs = cell_runs(all_metrics, records)
-    return {
-        c.pair.cell: NOT_RECORDED if _not_recorded(c) else c.verdict
-        for c in compared_pairs(cells, runs, {})  # a drafter's base needs no reference quant
-        if c.pair.kind == DRAFTER
-    }
+    """Each drafter cell -> its outputs' verdict against its base (`drafter_outputs`)."""
+    return drafter_outputs(cells, records, all_metrics).by_cell
 
 
 def _not_recorded(item: Compared) -> bool:
@@ -236,6 +291,8 @@ def _row(
         row.update({key: _num(kld.get(key)) for key in KLD_COLUMNS})
     if goal is not None and item.pair.kind != FLOOR:
         row["goal_verdict"], row["goal_detail"] = goal_judgement(goal, item.evidence, floor, kld)
+    if shown and item.point is not None:
+        row.update(family_columns(item.point, item.series))
     return row
 
 
@@ -337,6 +394,11 @@ def fidelity_view(table: pd.DataFrame) -> pd.DataFrame:
                     f"{NO_VERDICT}: {row['verdict_reason']}"
                     if row["verdict"] == NO_VERDICT
                     else row["verdict"]
+                ),
+                "p (Holm)": p_text(_num(row.get("p_value")), _num(row.get("p_adjusted"))),
+                "series (pooled)": verdict_text(
+                    row["series_verdict"] if isinstance(row["series_verdict"], str) else None,
+                    _num(row.get("series_p_value")),
                 ),
                 "KL mean": _figure(row, "kld_mean", 4) or (row.get("kld_note") or ""),
                 "KL p99": _figure(row, "kld_p99", 4),

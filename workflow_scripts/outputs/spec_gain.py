@@ -9,12 +9,13 @@ from typing import Any
 
 import pandas as pd
 
+from ..families import LEVEL, family_text, holm
 from ..fidelity.agreement import CHANGED
 from ..loadgen.metrics import compute_metrics
 from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
 from ..vocabulary import RANDOM_TOKENS, CellMetrics, Status
-from .changes import paired_changes, repeat_changes
+from .changes import FASTER, NO_DIFFERENCE, SLOWER, paired_changes, repeat_changes
 from .compact import (
     is_missing,
     median_of,
@@ -69,6 +70,12 @@ SPEC_GAIN_COLUMNS = [
     # appended: what the prompts are (chat, conversation, code, random tokens): a drafter's
     # acceptance, and so its gain, depends on the text it drafts
     "content",
+    # appended: the gain's test and its family: a sweep point's `verdict` is Holm's over its
+    # series' points (gain_families), `verdict_unadjusted` the point's own
+    "p_value",
+    "p_adjusted",
+    "verdict_unadjusted",
+    "family",
 ]
 OUTPUTS_CHANGED_FLAG = (
     "outputs changed: the drafter's greedy outputs differ from its base's beyond the noise "
@@ -136,6 +143,7 @@ def paired_gain_columns(
         "decode_gain_lo_pct": decode.lo_pct,
         "decode_gain_hi_pct": decode.hi_pct,
         "verdict": decode.verdict,
+        "p_value": decode.p_value,
         "gain_interval_source": f"paired randomization, {decode.common_prompts} prompts"
         + (f", {decode.unpaired} not paired (sent as other texts)" if decode.unpaired else ""),
         "tpot_change_pct": tpot.change_pct,
@@ -165,6 +173,7 @@ def repeat_gain_columns(base: CellMetrics, drafter: CellMetrics) -> dict[str, An
         "decode_gain_lo_pct": decode.lo_pct,
         "decode_gain_hi_pct": decode.hi_pct,
         "verdict": decode.verdict,
+        "p_value": decode.p_value,
         "gain_interval_source": (
             f"repeats, {base['repeats']['done']} + {drafter['repeats']['done']} runs"
         ),
@@ -190,7 +199,7 @@ def spec_gain_table(
         for m in all_metrics
         if m.get("drafter") == "none"
     }
-    rows = []
+    rows, series = [], []
     for m in all_metrics:
         if m.get("drafter") in (None, "none"):
             continue
@@ -252,7 +261,27 @@ def spec_gain_table(
                 "content": m.get("content"),
             }
         )
+        series.append(m.get("series"))
+    gain_families(rows, series)
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
+
+
+def gain_families(rows: Sequence[dict[str, Any]], series: Sequence[str | None]) -> None:
+    """Each series' points judged as a family (`series[i]` row i's, None: a cell alone): the
+    gains' p-values adjusted by Holm's step-down over the series' tested points, a point
+    `faster` or `slower` only where its adjusted p-value is below LEVEL, so a drafter that
+    changes nothing reads faster or slower at some point of a series in at most LEVEL of runs."""
+    families: dict[object, list[dict[str, Any]]] = {}
+    for i, (row, name) in enumerate(zip(rows, series, strict=True)):
+        families.setdefault(name if name is not None else i, []).append(row)
+    for members in families.values():
+        adjusted = holm([row.get("p_value") for row in members])
+        tested = sum(p is not None for p in adjusted)
+        for row, p in zip(members, adjusted, strict=True):
+            row["verdict_unadjusted"], row["p_adjusted"] = row.get("verdict"), p
+            row["family"] = family_text(tested) if row.get("verdict") else None
+            if row.get("verdict") in (FASTER, SLOWER) and p is not None and p >= LEVEL:
+                row["verdict"] = NO_DIFFERENCE
 
 
 def _weights_files(metrics: CellMetrics) -> list[str]:

@@ -3,7 +3,8 @@ the noise floor, the verdict, a GGUF quant's KL divergence, the fidelity goal), 
 reference cell, how often its own two runs agree. Built from the pair's files (the card rule's
 inputs: the reference's and the floor's metrics.json, the quant's KL file) and judged as
 fidelity.csv judges it (fidelity.judgement): a reference or floor run that did not finish gives
-no verdict here either."""
+no verdict here either. A sweep point's verdict is its series' family's (fidelity.series), from
+the same files of the other points."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...fidelity.agreement import CHANGED, Agreement, PairVerdict, compare_outputs
+from ...families import verdict_text
+from ...fidelity.agreement import CHANGED, NO_VERDICT, Agreement, PairVerdict, compare_outputs
 from ...fidelity.goals import FidelityGoal
 from ...fidelity.judgement import FLOOR_RUN, THIS_CELL, Run, judge_runs
 from ...fidelity.kld import kld_problem
+from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
 from ...vocabulary import Status
 from ..fidelity_tables import goal_judgement
 from ..record_index import files_of, load_cell
@@ -44,6 +47,7 @@ class CardFidelity:
     kld: Mapping[str, Any] | None
     goal_lines: tuple[str, ...] = ()
     note: str = ""
+    series: SeriesVerdict | None = None  # a sweep point's series, judged as a family
 
     @property
     def outputs_changed(self) -> bool:
@@ -59,6 +63,30 @@ def _run(metrics_path: str | Path | None) -> Run | None:
     return Run.of(*load_cell(files.metrics, files.requests))
 
 
+def family_verdict(
+    members: Sequence[Mapping[str, Any]],
+    paths: Mapping[str, str],
+    own: tuple[Agreement, Agreement | None],
+) -> SeriesVerdict:
+    """A sweep point's series judged as a family, from the card param's `family` (each point's
+    cell, name and input, the card's own marked) and those inputs' files; like fidelity.csv,
+    only the points the one judgement (fidelity.judgement) gives a verdict."""
+    points = []
+    for member in members:
+        agreement, floor = own
+        if not member.get("own"):
+            key = member["input"]
+            mine, reference = _run(paths.get(key)), _run(paths.get(f"{key}_reference"))
+            if mine is None or reference is None:
+                continue
+            judgement = judge_runs(mine, reference, _run(paths.get(f"{key}_floor")))
+            if judgement.verdict == NO_VERDICT:
+                continue
+            agreement, floor = judgement.agreement, judgement.floor
+        points.append(SeriesPoint(member["cell"], member["label"], agreement, floor))
+    return judge_series(points)
+
+
 def card_fidelity(
     records: Sequence[Any],
     settings: Mapping[str, Any],
@@ -66,10 +94,12 @@ def card_fidelity(
     floor: str | Path | None = None,
     kld: str | Path | None = None,
     metrics: Mapping[str, Any] | None = None,
+    family: Mapping[str, str] | None = None,
 ) -> CardFidelity | None:
     """The section's data: `settings` the card's `fidelity` param (`kind`, `reference_cell`,
-    `goal`), the paths the card rule's inputs name (metrics.json of the reference and of the
-    floor run, the KL file); `metrics` the cell's own metrics.json (None: done)."""
+    `goal`, a sweep point's `family`), the paths the card rule's inputs name (metrics.json of
+    the reference and of the floor run, the KL file, the family's other points' files);
+    `metrics` the cell's own metrics.json (None: done)."""
     if not settings:
         return None
     mine = Run.of(metrics or {"status": Status.DONE}, records)
@@ -82,7 +112,12 @@ def card_fidelity(
         return CardFidelity("", "", None, own, None, None)
     judgement = judge_runs(mine, reference_run, floor_run)
     kld_figures = json.loads(Path(kld).read_text()) if kld else None
-    judged = PairVerdict(judgement.verdict, judgement.reason, judgement.p_value)
+    judged, series = PairVerdict(judgement.verdict, judgement.reason, judgement.p_value), None
+    if settings.get("family") and judgement.verdict != NO_VERDICT:
+        own_pair = (judgement.agreement, judgement.floor)
+        series = family_verdict(settings["family"], family or {}, own_pair)
+        own = series.point(next(m["cell"] for m in settings["family"] if m.get("own")))
+        judged = PairVerdict(own.verdict, own.reason, own.alone.p_value)
     goal_lines: tuple[str, ...] = ()
     if settings.get("goal"):
         goal = FidelityGoal.from_dict(settings["goal"])
@@ -96,6 +131,7 @@ def card_fidelity(
         judged,
         kld_figures,
         goal_lines,
+        series,
     )
 
 
@@ -155,6 +191,16 @@ def fidelity_section(data: CardFidelity) -> Section:
         ),
         ("Verdict", data.judged.verdict, data.judged.reason),
     ]
+    if data.series is not None:
+        rows.append(
+            (
+                "Its series, pooled",
+                verdict_text(data.series.verdict, data.series.p_value),
+                "; ".join(
+                    x for x in (data.series.family, data.series.reason, data.series.note) if x
+                ),
+            )
+        )
     if data.kld and kld_problem(data.kld):
         rows.append(("KL divergence", kld_problem(data.kld), "llama-perplexity"))
     elif data.kld:

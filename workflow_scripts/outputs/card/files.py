@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,16 @@ from .render import render_html, render_markdown
 
 @dataclass(frozen=True)
 class FidelityInputs:
-    """The card rule's fidelity param (`kind`, `reference_cell`, `goal`; empty: compared with
-    nothing) and the files it names: the reference's and its floor run's metrics.json, the
-    quant's KL file (None where there is none)."""
+    """The card rule's fidelity param (`kind`, `reference_cell`, `goal`, a sweep point's
+    `family`; empty: compared with nothing) and the files it names: the reference's and its
+    floor run's metrics.json, the quant's KL file (None where there is none), and the other
+    points' of a sweep point's family by input name (`family_<i>`, `_reference`, `_floor`)."""
 
     settings: Mapping[str, Any]
     reference: str | None = None
     floor: str | None = None
     kld: str | None = None
+    family: Mapping[str, str] = field(default_factory=dict)
 
 
 # Caption and output key of each per-cell figure the card shows.
@@ -78,6 +80,7 @@ def write_card(
             fidelity.floor,
             fidelity.kld,
             metrics=metrics,
+            family=fidelity.family,
         )
         if fidelity
         else None

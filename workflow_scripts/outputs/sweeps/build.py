@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import RequestRecord
 from ...vocabulary import CellData, CellMetrics
 from .crossover import crossover_table
@@ -29,10 +30,12 @@ def sweep_tables(
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     gpus: Mapping[str, int | None] | None = None,
     outputs: Mapping[str, str] | None = None,
+    series_outputs: Mapping[str, SeriesVerdict] | None = None,
 ) -> SweepTables:
     """Every sweep table from the collapsed metrics, the config's repeat-1 cells and the first
     finished repeat's records (repeats.collapse_repeats); `outputs`: each drafter point's
-    outputs verdict (outputs.fidelity_tables.drafter_output_verdicts)."""
+    outputs verdict, `series_outputs` each drafter series' outputs judged as a family
+    (outputs.fidelity_tables.drafter_outputs)."""
     sweeps = sweep_table(all_metrics, cells, records, gpus)
-    gains = spec_gain_sweep_table(all_metrics, cells, records, outputs)
+    gains = spec_gain_sweep_table(all_metrics, cells, records, outputs, series_outputs)
     return SweepTables(sweeps, pareto_table(sweeps), gains, crossover_table(cells, gains))

@@ -17,9 +17,11 @@ def series_sections(
 ) -> list[tuple[str, list[str]]]:
     """A short card per series: its points and how they ended, the server starts they ran on,
     where throughput and interactivity peak, the frontier stretches it owns, and (a drafter
-    series) where the drafter stops paying."""
+    series) where the drafter stops paying and its outputs against its base's (each point as
+    one of the series', and pooled over them)."""
     stretches = frontier_stretches(pareto)
     by_series = crossover.set_index("series")["summary"].to_dict() if len(crossover) else {}
+    outputs = crossover.set_index("series")["outputs"].to_dict() if len(crossover) else {}
     out = []
     for series, group in sweeps.groupby("series", sort=False):
         done = group[group["status"] == Status.DONE]
@@ -66,5 +68,7 @@ def series_sections(
             lines.append(f"{row.point}: {row.status}" + (f" ({row.reason})" if row.reason else ""))
         if series in by_series:
             lines.append(f"Speculative decoding against its base: {by_series[series]}")
+        if not is_missing(outputs.get(series)) and outputs.get(series):
+            lines.append(f"Its greedy outputs against its base's: {outputs[series]}")
         out.append((series, lines))
     return out

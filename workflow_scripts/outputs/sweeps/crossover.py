@@ -1,5 +1,6 @@
 """spec_crossover.csv: where along the load a drafter stops paying, one row per drafter series,
-from its spec_gain_sweep rows."""
+from its spec_gain_sweep rows: their verdicts as one family (Holm's over the series' points),
+and the series' outputs in one pooled verdict."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ...families import verdict_text
 from ...process.machine_use import disturbed_note
 from ...vocabulary import CellData, point_part
-from ..changes import FASTER
+from ..changes import FASTER, SLOWER
 from ..spec_gain import RANDOM_TOKENS_FLAG
 from .gain import frame_records, series_pairs
 from .points import sweep_points
@@ -33,6 +35,10 @@ CROSSOVER_COLUMNS = [
     "interval_source",
     "points",
     "rests_on_disturbed",  # the judged points whose pair is disturbed: the answer rests on them
+    "family",  # the family the verdicts were judged in (Holm over the series' points at 5 %)
+    "outputs_verdict",  # the series' outputs, pooled over its points (exact stratified test)
+    "outputs_p_value",
+    "outputs_note",  # where the points disagree with it, and points changed on their own only
 ]
 
 EVERY_POINT, NEVER = "faster at every point", "never faster"
@@ -83,6 +89,38 @@ def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
     return "; ".join(parts)
 
 
+def alone_note(rows: Sequence[dict]) -> str:
+    """The points that read faster or slower on their own but not as one of the series'
+    points: what the crossover would have said point by point."""
+    moved = [
+        f"{r['point']} {r['verdict_unadjusted']} on its own (p = {r['p_value']:.2g}, Holm p = "
+        f"{r['p_adjusted']:.2g})"
+        for r in rows
+        if r.get("verdict_unadjusted") in (FASTER, SLOWER)
+        and r.get("verdict") != r.get("verdict_unadjusted")
+        and r.get("p_value") is not None
+        and r.get("p_adjusted") is not None
+    ]
+    return f"; {_joined(moved)}, not as one of the series' points" if moved else ""
+
+
+def series_outputs(rows: Sequence[dict]) -> dict:
+    """The series' outputs in words (each point's family verdict, then the pooled one) and the
+    pooled verdict's columns, from the spec_gain_sweep rows (every row of a series holds it)."""
+    per_point = outputs_summary([(r["point"], r.get("outputs")) for r in rows])
+    pooled = next((r for r in rows if r.get("outputs_pooled")), None)
+    if pooled is None:
+        return {"outputs": per_point}
+    said = verdict_text(pooled["outputs_pooled"], pooled.get("outputs_pooled_p_value"))
+    note = pooled.get("outputs_note") or ""
+    return {
+        "outputs": "; ".join(x for x in (per_point, f"pooled over the points: {said}", note) if x),
+        "outputs_verdict": pooled["outputs_pooled"],
+        "outputs_p_value": pooled.get("outputs_pooled_p_value"),
+        "outputs_note": "; ".join(x for x in (pooled.get("outputs_pooled_reason"), note) if x),
+    }
+
+
 def random_tokens_note(rows: Sequence[dict]) -> str:
     """The label a series on random tokens carries (spec_gain's flag on its points)."""
     flagged = any(RANDOM_TOKENS_FLAG in (r.get("flags") or "") for r in rows)
@@ -92,8 +130,10 @@ def random_tokens_note(rows: Sequence[dict]) -> str:
 def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.DataFrame) -> dict:
     """One drafter series' crossover from its spec_gain_sweep rows (in load order): the last
     point it is faster at and the first it is not (points without a verdict are skipped), with
-    the gain and interval each rests on. Every judged point shapes the answer, so a judged
-    point whose pair is disturbed is named (`rests_on_disturbed`, and in the summary)."""
+    the gain and interval each rests on. The verdicts are the family's (Holm's over the series'
+    points: spec_gain.gain_families); a point faster or slower on its own only is named in the
+    summary. Every judged point shapes the answer, so a judged point whose pair is disturbed is
+    named (`rests_on_disturbed`, and in the summary)."""
     rows = frame_records(gains)
     judged = [r for r in rows if r.get("verdict")]
     shaky = [r["point"] for r in judged if r.get("disturbed")]
@@ -108,9 +148,10 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
         "last_faster": last[axis] if last else None,
         "first_not_faster": first[axis] if first else None,
         "summary": crossover_summary([(r["point"], r.get("verdict")) for r in rows])
+        + alone_note(rows)
         + disturbed_note(shaky)
         + random_tokens_note(rows),
-        "outputs": outputs_summary([(r["point"], r.get("outputs")) for r in rows]),
+        **series_outputs(rows),
         "monotone": flags == sorted(flags, reverse=True) if judged else None,
         "first_not_faster_verdict": first["verdict"] if first else None,
         "interval_source": "; ".join(
@@ -124,6 +165,7 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
         ),
         "points": ", ".join(r["point"] for r in rows),
         "rests_on_disturbed": ", ".join(shaky),
+        "family": next((r["family"] for r in judged if r.get("family")), None),
     }
     for name, row in (("last_faster", last), ("first_not_faster", first)):
         for suffix in ("", "_lo", "_hi"):

@@ -11,11 +11,12 @@ from typing import Any
 import pandas as pd
 
 from ...atomic import write_text
+from ...families import p_text
 from ...loadgen.metrics import SEND_LAG_LIMIT_PCT
 from ...loadgen.records import RequestRecord
 from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import is_missing, number_text, with_interval
-from ..fidelity_tables import drafter_output_verdicts
+from ..fidelity_tables import drafter_outputs
 from ..record_index import read_index
 from ..repeats import collapse_repeats
 from ..report_html import esc, html_table, page
@@ -50,16 +51,31 @@ GAIN_TITLE = "Speculative decoding at each point of a sweep"
 GAIN_INTRO = (
     "Each point of a drafter series beside the same point of its base series (drafter none, "
     "same model, engine, quant and workload, the same points), with the spec-gain table's gain, "
-    "95 % interval and verdict. Acceptance should not move with load under greedy decoding: "
-    "`acceptance differs` marks a point whose interval leaves out the median of the series' "
-    "other points."
+    "95 % interval and verdict. A series' verdicts are one family: `verdict` is Holm's "
+    "step-down at 5 % over the series' tested points (`p (Holm)`: the point's own p-value, from "
+    "the paired randomization test or the repeats' t-test, then the adjusted one), so a drafter "
+    "that changes nothing reads faster or slower at some point of a series in at most 5 % of "
+    "runs; spec_gain_sweep.csv keeps each point's own (`verdict_unadjusted`). `outputs`: its "
+    "greedy outputs against its base's (fidelity.md), judged the same way, then pooled over "
+    "the series' points (`outputs_pooled`, an exact stratified test). Acceptance should not "
+    "move with load under greedy decoding: `acceptance differs` marks a point whose interval "
+    "leaves out the median of the series' other points, as one of the series' points (Holm)."
 )
 CROSSOVER_TITLE = "Where a drafter stops paying"
 CROSSOVER_INTRO = (
     "One row per drafter series: the last point (by load) where it is faster than its base and "
     "the first where it is not (slower, or no detectable difference), skipping points without "
-    "a verdict; the gain and interval each rests on are in spec_crossover.csv."
+    "a verdict; the gain and interval each rests on are in spec_crossover.csv. The verdicts are "
+    "the family's (`family`: Holm's step-down at 5 % over the series' points), and a point "
+    "faster or slower on its own only is named in the summary. `outputs`: the drafter's greedy "
+    "outputs against its base's, each point as one of the series', then one verdict pooled "
+    "over the points (an exact stratified test, where thin evidence at every point adds up "
+    "and no one point decides alone), and where the points disagree with it."
 )
+
+
+def _number(value: Any) -> float | None:
+    return None if is_missing(value) else float(value)
 
 
 def _interval(row: Mapping[str, Any], key: str, digits: int = 1) -> str:
@@ -126,12 +142,18 @@ def gain_view(gains: pd.DataFrame) -> pd.DataFrame:
             "point": row["point"],
             "decode gain %": _interval(row, "decode_gain_pct"),
             "verdict": row.get("verdict") or "",
+            "p (Holm)": p_text(_number(row.get("p_value")), _number(row.get("p_adjusted"))),
             "TPOT change %": _interval(row, "tpot_change_pct"),
             "acceptance": acceptance,
             "accepted length": number_text(row.get("acceptance_length")),
             "acceptance differs": {True: "yes", False: "no"}.get(row.get("acceptance_differs"), ""),
             "flags": "; ".join(f for f in (row.get("flags"), row.get("acceptance_note")) if f),
         }
+        if gains["outputs"].notna().any():
+            shown["outputs"] = row.get("outputs") or ""
+            shown["outputs p (Holm)"] = p_text(
+                _number(row.get("outputs_p_value")), _number(row.get("outputs_p_adjusted"))
+            )
         for column in ("ref_decode_gain_pct", "ref_acceptance_rate"):
             if gains[column].notna().any():
                 shown[column] = number_text(row.get(column))
@@ -144,6 +166,8 @@ CROSSOVER_VIEW = [
     "last_faster",
     "first_not_faster",
     "summary",
+    "outputs",
+    "family",
     "interval_source",
     "rests_on_disturbed",
 ]
@@ -228,9 +252,9 @@ def write_sweeps(
 ) -> SweepTables:
     """Every sweep output from the points' metrics and records, repeats folded in here (after
     the drafters' outputs are compared: the floor runs are folded away)."""
-    outputs = drafter_output_verdicts([Cell.of(c) for c in cells], records, all_metrics)
+    outputs = drafter_outputs([Cell.of(c) for c in cells], records, all_metrics)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
-    tables = sweep_tables(all_metrics, cells, records, gpus, outputs)
+    tables = sweep_tables(all_metrics, cells, records, gpus, outputs.by_cell, outputs.by_series)
     write_sweep_tables(tables, out)
     write_sweep_figures(tables, out)
     return tables

@@ -4,6 +4,7 @@ point with its interval, and the published figures beside the measured ones."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,12 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...families import LEVEL, holm
+from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import OK, RequestRecord
 from ...slo.bounds import wilson_interval
 from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status, point_part, point_value
 from ..compact import REF_PREFIX, is_missing
 from ..spec_gain import spec_gain_table
-from ..stats import MIN_REPEATS, interval_from_repeats, ratio_interval
+from ..stats import MIN_REPEATS, Z975, interval_from_repeats, ratio_interval, t975, t_two_sided_p
 from ..tables import identity_from_cell
 from .points import sweep_points
 
@@ -39,8 +42,8 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "decode_gain_pct",
     "decode_gain_lo_pct",
     "decode_gain_hi_pct",
-    "verdict",
-    "outputs",  # the drafter's greedy outputs against its base's (outputs.fidelity_tables)
+    "verdict",  # Holm's over the series' points (spec_gain.gain_families)
+    "outputs",  # the drafter's greedy outputs against its base's, Holm's over the points too
     "tpot_change_pct",
     "tpot_change_lo_pct",
     "tpot_change_hi_pct",
@@ -49,7 +52,7 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "acceptance_rate_hi",
     "acceptance_interval_source",
     "acceptance_length",
-    "acceptance_differs",
+    "acceptance_differs",  # Holm's over the series' points (flag_acceptance)
     "acceptance_note",
     "base_decode_tok_s",
     "drafter_decode_tok_s",
@@ -62,6 +65,21 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     *[column for column, _, _ in GAIN_REFERENCES],
     "ref_decode_gain_pct",
     "disturbed",  # either side of the pair (flags names which)
+    # the gain's test: the point's own p-value and verdict, Holm's adjusted p-value, the family
+    "p_value",
+    "p_adjusted",
+    "verdict_unadjusted",
+    "family",
+    # the outputs' test likewise (fidelity.series), and the series' pooled verdict over its points
+    "outputs_p_value",
+    "outputs_p_adjusted",
+    "outputs_unadjusted",
+    "outputs_pooled",
+    "outputs_pooled_p_value",
+    "outputs_pooled_reason",
+    "outputs_note",  # where the points disagree with the pooled verdict
+    "acceptance_p_value",  # the acceptance's test against the series' other points
+    "acceptance_p_adjusted",
 ]
 
 
@@ -126,9 +144,28 @@ def _drafted_accepted(record: RequestRecord) -> tuple[float, float] | None:
     return None
 
 
+@dataclass(frozen=True)
+class AcceptanceBounds:
+    """A point's acceptance interval, where it comes from, and the degrees of freedom of the
+    pivot it rests on (infinite: a normal's), which its test's p-value needs."""
+
+    lo: float | None
+    hi: float | None
+    source: str
+    df: float = math.inf
+
+
 def acceptance_interval(
     metrics: CellMetrics, records: Sequence[RequestRecord] | None
 ) -> tuple[float | None, float | None, str]:
+    """The 95 % interval of a point's acceptance rate and its source (`acceptance_bounds`)."""
+    found = acceptance_bounds(metrics, records)
+    return found.lo, found.hi, found.source
+
+
+def acceptance_bounds(
+    metrics: CellMetrics, records: Sequence[RequestRecord] | None
+) -> AcceptanceBounds:
     """The 95 % interval of a point's acceptance rate: from its repeats (≥ 3); else over its
     completed requests where each response gave its drafts (ratio_interval), as a share of the
     headline (the counters' figure, which may count a few tokens more); else Wilson's over the
@@ -140,7 +177,9 @@ def acceptance_interval(
     if repeats.get("done", 0) >= MIN_REPEATS:
         found = interval_from_repeats([f.get("acceptance_rate") for f in repeats["figures"]])
         if found is not None:
-            return found.lo, found.hi, f"repeats, {repeats['done']} runs"
+            return AcceptanceBounds(
+                found.lo, found.hi, f"repeats, {repeats['done']} runs", found.n - 1
+            )
     pairs = [
         found
         for r in records or ()
@@ -152,19 +191,35 @@ def acceptance_interval(
         whole = accepted.sum() / drafted.sum() if drafted.sum() else 0.0
         if found is not None and whole > 0:
             lo, hi = (max(0.0, min(1.0, end * rate / whole)) for end in found)
-            return lo, hi, f"{len(pairs)} requests' drafts"
+            return AcceptanceBounds(lo, hi, f"{len(pairs)} requests' drafts", len(pairs) - 1)
     counted = wilson_interval(spec.get("accepted_tokens"), spec.get("draft_tokens"))
     if rate is not None and counted is not None:
-        return *counted, "Wilson over drafted tokens (too narrow: drafts are not independent)"
-    return None, None, ""
+        why = "Wilson over drafted tokens (too narrow: drafts are not independent)"
+        return AcceptanceBounds(*counted, why)
+    return AcceptanceBounds(None, None, "")
+
+
+def acceptance_p_value(rate: float, lo: float, hi: float, df: float, typical: float) -> float:
+    """The two-sided p-value that the point's acceptance is `typical`, from its 95 % interval
+    read as a t pivot (a normal's for infinite df) with the half-width on `typical`'s side:
+    below 5 % exactly when the interval leaves `typical` out."""
+    half = (hi if typical > rate else lo) - rate
+    if typical == rate:
+        return 1.0
+    if half == 0:
+        return 0.0
+    quantile = t975(int(df)) if math.isfinite(df) else Z975
+    return t_two_sided_p(quantile * (typical - rate) / half, df)
 
 
 def flag_acceptance(rows: list[dict[str, Any]]) -> None:
-    """Mark the points of one series whose acceptance interval leaves out the median acceptance
-    of the series' other points. Greedy decoding drafts and verifies the same tokens at any
-    load, so acceptance should not move with it; when it does, read the point with care
-    (batch-dependent numerics, another prompt set completed, a counter read at the wrong
-    time)."""
+    """Mark the points of one series whose acceptance leaves out the median acceptance of the
+    series' other points, as one family: each point's p-value (`acceptance_p_value`) adjusted
+    by Holm's step-down over the series' points, `acceptance_differs` where the adjusted one is
+    below LEVEL. Greedy decoding drafts and verifies the same tokens at any load, so acceptance
+    should not move with it; when it does, read the point with care (batch-dependent
+    numerics, another prompt set completed, a counter read at the wrong time)."""
+    typical: list[float | None] = []
     for i, row in enumerate(rows):
         others = [
             r["acceptance_rate"]
@@ -173,14 +228,26 @@ def flag_acceptance(rows: list[dict[str, Any]]) -> None:
         ]
         lo, hi = row.get("acceptance_rate_lo"), row.get("acceptance_rate_hi")
         if not others or is_missing(lo) or is_missing(hi):
-            row["acceptance_differs"] = None
+            typical.append(None)
             continue
-        typical = statistics.median(others)
-        row["acceptance_differs"] = not lo <= typical <= hi
-        if row["acceptance_differs"]:
-            row["acceptance_note"] = (
-                f"acceptance {row['acceptance_rate']:.3f} [{lo:.3f}, {hi:.3f}] here, "
-                f"{typical:.3f} at the series' other points (median)"
+        typical.append(statistics.median(others))
+        row["acceptance_p_value"] = acceptance_p_value(
+            row["acceptance_rate"], lo, hi, row.get("acceptance_df", math.inf), typical[-1]
+        )
+    adjusted = holm([row.get("acceptance_p_value") for row in rows])
+    for row, median, p in zip(rows, typical, adjusted, strict=True):
+        row["acceptance_p_adjusted"] = p
+        row["acceptance_differs"] = None if p is None else p < LEVEL
+        if p is None or row["acceptance_p_value"] >= LEVEL:
+            continue
+        lo, hi = row["acceptance_rate_lo"], row["acceptance_rate_hi"]
+        row["acceptance_note"] = (
+            f"acceptance {row['acceptance_rate']:.3f} [{lo:.3f}, {hi:.3f}] here, "
+            f"{median:.3f} at the series' other points (median)"
+        )
+        if not row["acceptance_differs"]:
+            row["acceptance_note"] += (
+                f": outside on its own, not as one of the series' points (Holm p = {p:.2g})"
             )
 
 
@@ -206,12 +273,15 @@ def spec_gain_sweep_table(
     cells: Sequence[CellData],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     outputs: Mapping[str, str] | None = None,
+    series_outputs: Mapping[str, SeriesVerdict] | None = None,
 ) -> pd.DataFrame:
     """spec_gain_sweep.csv: each point of each drafter series whose base series has the same
     points, beside the base point: spec_gain's gain, interval, verdict and outputs verdict
-    (the spec gain table's own, on just these pairs), the TPOT change, and the acceptance at
-    the point with its interval and whether it differs from the series' other points."""
-    records = records or {}
+    (the spec gain table's own, on just these pairs: each judged as one of the series' points),
+    the TPOT change, the acceptance at the point with its interval and whether it differs from
+    the series' other points, and the series' outputs judged as a family (`series_outputs`, by
+    drafter series: fidelity.series.SeriesVerdict) with its pooled verdict."""
+    records, series_outputs = records or {}, series_outputs or {}
     by_id = {m["cell"]: m for m in all_metrics}
     rows = []
     for pair in series_pairs(sweep_points(cells)):
@@ -228,8 +298,10 @@ def spec_gain_sweep_table(
             gain = gain_by_cell[drafter.id]
             metrics = by_id.get(drafter.id) or {}
             done = metrics.get("status") == Status.DONE
-            lo, hi, source = (
-                acceptance_interval(metrics, records.get(drafter.id)) if done else (None, None, "")
+            bounds = (
+                acceptance_bounds(metrics, records.get(drafter.id))
+                if done
+                else AcceptanceBounds(None, None, "")
             )
             row = {
                 "series": pair.series,
@@ -240,20 +312,39 @@ def spec_gain_sweep_table(
                 "point": point_part("", drafter.sweep.axis, drafter.sweep.value),
                 **{k: gain.get(k) for k in SPEC_GAIN_SWEEP_COLUMNS if k in gain},
                 "acceptance_rate": gain.get("acceptance_rate") if done else None,
-                "acceptance_rate_lo": lo,
-                "acceptance_rate_hi": hi,
-                "acceptance_interval_source": source,
+                "acceptance_rate_lo": bounds.lo,
+                "acceptance_rate_hi": bounds.hi,
+                "acceptance_interval_source": bounds.source,
+                "acceptance_df": bounds.df,  # for its test; not a column
                 "acceptance_length": gain.get("acceptance_length") if done else None,
                 "acceptance_note": "",
                 **reference_columns(drafter, base),
             }
             row[drafter.sweep.axis] = point_value(drafter.sweep.axis, drafter.sweep.value)
+            row.update(outputs_columns(series_outputs.get(pair.series), drafter.id))
             series_rows.append(row)
         flag_acceptance(series_rows)
         rows += series_rows
     frame = pd.DataFrame(rows, columns=SPEC_GAIN_SWEEP_COLUMNS)
     frame["concurrency"] = frame["concurrency"].astype("Int64")
     return frame
+
+
+def outputs_columns(series: SeriesVerdict | None, cell: str) -> dict[str, Any]:
+    """A drafter point's outputs test, alone and as one of its series' points, and the series'
+    pooled verdict (None: its outputs were not compared)."""
+    point = series.point(cell) if series else None
+    if point is None:
+        return {}
+    return {
+        "outputs_p_value": point.alone.p_value,
+        "outputs_p_adjusted": point.p_adjusted,
+        "outputs_unadjusted": point.alone.verdict,
+        "outputs_pooled": series.verdict,
+        "outputs_pooled_p_value": series.p_value,
+        "outputs_pooled_reason": series.reason,
+        "outputs_note": series.note,
+    }
 
 
 def _not_run(cell: Cell) -> dict[str, Any]:
