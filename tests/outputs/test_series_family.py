@@ -138,7 +138,8 @@ def h200_series(tmp_path):
         records[floor_id(b.id)] = answers(set(range(6)))
         records[d.id] = answers(set(range(N - differ, N)))
     out = outputs_under(tmp_path)
-    write_sweeps(base_m + draft_m, [c.to_dict() for c in base + draft], records, {}, out)
+    floors_m = [{"cell": floor_id(b.id), "status": "done"} for b in base]  # read for status only
+    write_sweeps(base_m + draft_m + floors_m, [c.to_dict() for c in base + draft], records, {}, out)
     return out, draft
 
 

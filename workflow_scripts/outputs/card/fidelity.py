@@ -131,7 +131,7 @@ def card_fidelity(
         judged,
         kld_figures,
         goal_lines,
-        series,
+        series=series,
     )
 
 
@@ -145,10 +145,10 @@ def _share(agreement: Agreement | None) -> str:
     )
 
 
-def _basis(agreement: Agreement) -> str:
+def _basis(agreement: Agreement | None) -> str:
     """What was compared: the same prompts, and how many were not paired (sent as other
     texts under one prompt and turn)."""
-    if not agreement.unpaired:
+    if agreement is None or not agreement.unpaired:
         return "the same prompts"
     return f"the same prompts; {agreement.unpaired} not paired (sent as other texts)"
 
