@@ -1,8 +1,8 @@
-# GRAPH, the DAG of the config (workflow_scripts.dag; not `DAG`, a name Snakemake's workflow
+# GRAPH, the DAG of the config (workflow_scripts.workflow.dag; not `DAG`, a name Snakemake's workflow
 # uses), built once from the config validated against schemas/config.schema.yaml: every error
 # names its key before anything runs. JOBS hands the rules their outputs (each rule's files are
 # listed once, in workflow_scripts.outputs.labels.RULE_FILES) and their job functions
-# (workflow_scripts.rule_jobs), each a method that asks GRAPH.
+# (workflow_scripts.workflow.rule_jobs), each a method that asks GRAPH.
 import sys
 
 # This checkout's workflow_scripts, installed or not. Snakemake hands this search path on to
@@ -10,7 +10,7 @@ import sys
 # only) find the code of the workflow they belong to.
 sys.path.insert(0, workflow.basedir)
 
-from workflow_scripts.workflow_hooks import open_workflow, run_ended, run_started
+from workflow_scripts.workflow.hooks import open_workflow, run_ended, run_started
 
 GRAPH, JOBS = open_workflow(config, checkpoints, workflow)
 
@@ -21,7 +21,7 @@ envvars:
 
 
 # One run at a time, the servers torn down on SIGTERM, the result table at the end
-# (workflow_scripts/workflow_hooks.py).
+# (workflow_scripts/workflow/hooks.py).
 onstart:
     run_started(GRAPH)
 

@@ -12,7 +12,6 @@ import pytest
 
 from tests.support.config import default_config
 from tests.support.engines import smollm2_chain_quants
-from workflow_scripts.dag import UnknownCell, build_dag
 from workflow_scripts.fidelity import kld
 from workflow_scripts.fidelity.kld import (
     KldSettings,
@@ -31,6 +30,7 @@ from workflow_scripts.fidelity.perplexity_output import (
     parse_base,
     parse_kld,
 )
+from workflow_scripts.workflow.dag import UnknownCell, build_dag
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity"
 # RECORDED: `llama-perplexity` of llama-cpp-python 0.3.36's tree, SmolLM2-135M, ctx 256 x 8

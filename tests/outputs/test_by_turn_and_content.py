@@ -14,7 +14,6 @@ import yaml
 
 from tests.support.config import REPO
 from tests.support.content_matrix import cell_id, content_cells, done_metrics, turn
-from workflow_scripts.dag import build_dag
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
 from workflow_scripts.outputs import card as cards
@@ -50,6 +49,7 @@ from workflow_scripts.outputs.spec_gain import (
 )
 from workflow_scripts.outputs.tables import index_table, summary_frame, summary_rows
 from workflow_scripts.vocabulary import CONTENT_OF_KIND, RANDOM_TOKENS, Status, identity
+from workflow_scripts.workflow.dag import build_dag
 
 CHAT, CODE = CONTENT_OF_KIND["sharegpt"], CONTENT_OF_KIND["humaneval"]
 # workload -> the label its dataset settings give (config: tests/support/content_matrix.py)

@@ -19,11 +19,11 @@ import pytest
 
 from tests.support.outputs import BASE, DRAFTER, FIXTURES, REPO, fixture_cells
 from tests.support.pipeline import tiny_config
-from workflow_scripts.dag import build_dag
 from workflow_scripts.outputs import compare_runs, writers
 from workflow_scripts.outputs.record_index import files_of
 from workflow_scripts.outputs.search_files import heal_probe, read_verdict, settled_verdict
 from workflow_scripts.slo.objectives import Slo
+from workflow_scripts.workflow.dag import build_dag
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_a_cut_short_probe_file_is_removed_with_a_line_naming_it(tmp_path):
 
 
 def test_a_plain_cells_cut_short_metrics_is_named_and_the_cell_failed_for_a_rerun(tmp_path):
-    """While the Snakefile is parsed (workflow_hooks.open_workflow): a cell's metrics.json that
+    """While the Snakefile is parsed (workflow.hooks.open_workflow): a cell's metrics.json that
     does not parse is named; a dry run leaves it; a run makes it a whole failed record naming
     the file and bumps the cell's failure counter, so the run measures the cell again as it
     retries a failed cell. Before, the cell read as done on every run and its card and figure

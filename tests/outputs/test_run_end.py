@@ -17,7 +17,6 @@ import pytest
 from tests.support.config import default_config
 from tests.support.pipeline import run_snakemake, tiny_config, write_config
 from tests.support.run_end_table import end_table, table_rows
-from workflow_scripts.dag import build_dag
 from workflow_scripts.outputs.compact import NOT_RUN, summary_row
 from workflow_scripts.outputs.run_end import (
     TERMINAL_COLUMNS,
@@ -26,6 +25,7 @@ from workflow_scripts.outputs.run_end import (
     run_end_text,
     with_outputs_verdicts,
 )
+from workflow_scripts.workflow.dag import build_dag
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "faults" / "scripted_server.py"
 LONG_REASON = "ServerError: llama-server exited with code 1 before it was ready " + "x" * 200

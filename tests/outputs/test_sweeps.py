@@ -534,8 +534,8 @@ def test_the_pareto_figure_draws_a_line_per_series_the_frontier_and_the_labels()
 
 
 def test_sweep_outputs_only_for_a_matrix_with_a_sweep_and_they_are_the_rules_outputs():
-    """The sweeps rule declares labels.RULE_FILES["sweeps"] (tests/test_dag.py checks it does):
-    sweep_outputs lists those files, and every key the sweep writer fills is one of them."""
+    """The sweeps rule declares labels.RULE_FILES["sweeps"] (tests/workflow/test_dag.py checks it
+    does): sweep_outputs lists those files, and every key the sweep writer fills is one of them."""
     assert labels.sweep_outputs(fixture_cells()) == []
     assert labels.sweep_cell_ids(fixture_cells()) == []
     cells = [*fixture_cells(), point_cell(False, 2).to_dict()]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ..job_functions import job_function
 from .matrix import Matrix, build_matrix
 
 # A blocked cell only writes its reason: it must never wait in a queue for a GPU, so it also
@@ -80,8 +79,9 @@ def declared_resources(
 ) -> dict[str, Any]:
     """A rule's `resources:`, for jobs whose resources are `every` (`lookup(wildcards)`: one
     job's): each key some job sets, as the value itself when every job asks the same, else a
-    function of the job. Snakemake evaluates every declared resource of every job, a function's
-    signature inspected each time: a key no job sets (None, the cluster's default) is left out."""
+    function of the job (the workflow side hands it to Snakemake: workflow/job_functions.py).
+    Snakemake evaluates every declared resource of every job: a key no job sets (None, the
+    cluster's default) is left out."""
     keys = dict.fromkeys(key for resources in every for key in resources if key not in leave_out)
     declared: dict[str, Any] = {}
     for key in keys:
@@ -94,7 +94,6 @@ def declared_resources(
 
 
 def _resource_of_job(lookup: Callable[[Any], dict[str, Any]], key: str) -> Callable[[Any], Any]:
-    @job_function
     def of_job(wildcards):
         return lookup(wildcards).get(key)
 

@@ -1,4 +1,5 @@
-"""The DAG of a config, built without Snakemake (workflow_scripts.dag): what the rules ask of it."""
+"""The DAG of a config, built without Snakemake (workflow_scripts.workflow.dag): what the rules
+ask of it."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflow_scripts import dag as dag_module
-from workflow_scripts.dag import UnknownCell, build_dag
 from workflow_scripts.outputs import labels
+from workflow_scripts.workflow import dag as dag_module
+from workflow_scripts.workflow.dag import UnknownCell, build_dag
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,12 @@ from typing import Any
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
-from .cell.interrupt import forward_sigterm_to_jobs, sigterm_never_waits_on_itself
-from .cell.results_dir import ResultsDirLocked, acquire_results_lock, release_results_lock
+from ..cell.interrupt import forward_sigterm_to_jobs, sigterm_never_waits_on_itself
+from ..cell.results_dir import ResultsDirLocked, acquire_results_lock, release_results_lock
+from ..outputs.run_end import print_run_end
+from ..vocabulary import ConfigError
 from .dag import Dag, build_dag
-from .outputs.run_end import print_run_end
 from .rule_jobs import RuleJobs
-from .vocabulary import ConfigError
 
 
 def open_workflow(config: dict[str, Any], checkpoints: Any, workflow: Any) -> tuple[Dag, RuleJobs]:

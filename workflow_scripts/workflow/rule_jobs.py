@@ -1,8 +1,8 @@
-"""What rules/*.smk hand Snakemake, built on the DAG (workflow_scripts.dag): each rule's outputs,
-flagged for the report, and the functions it asks per job (inputs, params, threads, group, the
-report's subcategory and labels), each a method of `RuleJobs` that reads the job's wildcards and
-asks the DAG. The one module besides job_functions that speaks Snakemake's types: its flags and
-exceptions (an unknown cell is a WorkflowError, a judgement not yet made a pending checkpoint)."""
+"""What rules/*.smk hand Snakemake, built on the DAG (dag.py): each rule's outputs, flagged for
+the report, and the functions it asks per job (inputs, params, threads, group, the report's
+subcategory and labels), each a method of `RuleJobs` that reads the job's wildcards and asks the
+DAG. It speaks Snakemake's types: its flags and exceptions (an unknown cell is a WorkflowError,
+a judgement not yet made a pending checkpoint)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
 from snakemake.io import ancient, report
 
+from ..outputs.labels import RULE_FILES
+from ..outputs.search_files import read_verdict, walked_probes
 from .dag import Dag, UnknownCell
 from .job_functions import job_function
-from .outputs.labels import RULE_FILES
-from .outputs.search_files import read_verdict, walked_probes
 
 
 def known(lookup: Callable[[str], Any], name: str) -> Any:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from .atomic import param_json
-from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
-from .fidelity.pairs import FLOOR, QUANT, Pair, floor_id, floor_of
-from .vocabulary import point_part
+from ..atomic import param_json
+from ..fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
+from ..fidelity.pairs import FLOOR, QUANT, Pair, floor_id, floor_of
+from ..vocabulary import point_part
 
 
 class UnknownCell(LookupError):

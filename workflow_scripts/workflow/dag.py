@@ -16,24 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import param_json
-from .cell.failures import bump_failures, failure_counts
-from .cell.record import cut_short, write_unreadable
-from .cell.results_dir import write_at_parse
-from .cell.series import forget_provenance, launch_path, record_path, write_series_files
-from .config.matrix import build_matrix, validate_config
-from .config.probes import Search, probe_of
-from .config.resources import (
+from ..atomic import param_json
+from ..cell.failures import bump_failures, failure_counts
+from ..cell.record import cut_short, write_unreadable
+from ..cell.results_dir import write_at_parse
+from ..cell.series import forget_provenance, launch_path, record_path, write_series_files
+from ..config.matrix import build_matrix, validate_config
+from ..config.probes import Search, probe_of
+from ..config.resources import (
     declared_resources,
     resources_by_cell,
     resources_by_search,
     without_resources,
 )
-from .config.sweeps import launch_cell, series_resources, shared_series
-from .dag_fidelity import FidelitySteps, UnknownCell
-from .fidelity.kld import kld_models
-from .fidelity.pairs import FidelitySettings, floor_of, measured_pairs
-from .outputs.labels import (
+from ..config.sweeps import launch_cell, series_resources, shared_series
+from ..fidelity.kld import kld_models
+from ..fidelity.pairs import FidelitySettings, floor_of, measured_pairs
+from ..outputs.labels import (
     RULE_FILES,
     content_answers,
     front_page_files,
@@ -42,17 +41,19 @@ from .outputs.labels import (
     rule_file,
     sweep_cell_ids,
 )
-from .outputs.record_index import INVALID_RESULT
-from .outputs.search_files import (
+from ..outputs.record_index import INVALID_RESULT
+from ..outputs.search_files import (
     goal_path,
     goals_of,
     probe_cells,
     search_path,
     write_goal_files,
 )
-from .slo.objectives import Slo
-from .vocabulary import Cell
-from .weights.fetch import step_engine, weights_dependencies, with_dependencies
+from ..slo.objectives import Slo
+from ..vocabulary import Cell
+from ..weights.fetch import step_engine, weights_dependencies, with_dependencies
+from .fidelity_steps import FidelitySteps, UnknownCell
+from .job_functions import with_job_functions
 
 # The tables every run's targets name (rule and key in outputs.labels.RULE_FILES).
 SUMMARY_TABLES = (
@@ -171,18 +172,20 @@ class Dag(FidelitySteps):
     def cell_rule_resources(self) -> dict[str, Any]:
         """The cell rule's resources: what the Slurm executor requests, and what a local
         `--resources gpu=N` counts."""
-        return declared_resources(
+        declared = declared_resources(
             [*self.cell_resources.values(), *self.search_resources.values()],
             lambda wildcards: self.cell_resources_of(wildcards.cell),
         )
+        return with_job_functions(declared)
 
     def series_rule_resources(self) -> dict[str, Any]:
         """The series' server rule's; it holds the machine whatever its cells ask."""
-        return declared_resources(
+        declared = declared_resources(
             list(self.series_resources.values()),
             lambda wildcards: self.series_resources[wildcards.series],
             leave_out={"machine"},
         )
+        return with_job_functions(declared)
 
     # --- a series' server ---------------------------------------------------------------------
 

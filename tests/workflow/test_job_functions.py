@@ -5,7 +5,9 @@ import inspect
 
 import snakemake.common
 
-from workflow_scripts.job_functions import job_function
+from tests.support.config import default_config
+from workflow_scripts.workflow.dag import build_dag
+from workflow_scripts.workflow.job_functions import job_function
 
 
 def test_snakemake_reads_a_job_functions_signature_without_inspecting_it(monkeypatch):
@@ -34,3 +36,21 @@ def test_a_job_function_keeps_its_own_signature():
     assert list(params) == ["wildcards", "threads", "rest"]
     assert params["rest"].kind is inspect.Parameter.VAR_KEYWORD
     assert resource(None, threads=3) == 3
+
+
+def test_the_cell_rules_per_job_resources_reach_snakemake_with_their_signature(
+    empty_workdir, monkeypatch
+):
+    """config/ builds a rule's resources without knowing Snakemake; the workflow side makes each
+    per-job lookup among them a job function. The default's cells differ in memory, CPUs and
+    machine, so those three are functions of the job."""
+    dag = build_dag(default_config())
+    functions = {k: v for k, v in dag.cell_rule_resources().items() if callable(v)}
+    assert sorted(functions) == ["cpus_per_task", "machine", "mem_mb"]
+
+    def no_signature(*args, **kwargs):
+        raise AssertionError("Snakemake inspected the signature again")
+
+    monkeypatch.setattr(snakemake.common.inspect, "signature", no_signature)
+    for function in functions.values():
+        assert list(snakemake.common.get_function_params(function)) == ["wildcards"]

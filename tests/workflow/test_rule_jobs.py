@@ -1,7 +1,7 @@
-"""What the rules hand Snakemake (workflow_scripts.rule_jobs): each rule's outputs flagged for
-the report from the one table of files, and job functions that read a job's wildcards and ask the
-DAG. Wildcards, `checkpoints` and `workflow` are stand-ins (SimpleNamespace): Snakemake's own are
-made only while it parses the Snakefile."""
+"""What the rules hand Snakemake (workflow_scripts.workflow.rule_jobs): each rule's outputs
+flagged for the report from the one table of files, and job functions that read a job's
+wildcards and ask the DAG. Wildcards, `checkpoints` and `workflow` are stand-ins
+(SimpleNamespace): Snakemake's own are made only while it parses the Snakefile."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import yaml
 from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
 from snakemake.io import get_flag_value, is_flagged
 
-from workflow_scripts.dag import build_dag
 from workflow_scripts.outputs import labels
-from workflow_scripts.rule_jobs import RuleJobs
+from workflow_scripts.workflow.dag import build_dag
+from workflow_scripts.workflow.rule_jobs import RuleJobs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class PendingCheckpoints:
