@@ -11,7 +11,7 @@ rule fidelity_text:
     conda:
         "../envs/bench.yaml"
     params:
-        settings=GRAPH.fidelity_text_settings(),
+        settings=GRAPH.fidelity_steps.fidelity_text_settings(),
     script:
         "../workflow_scripts/entry/fidelity_text.py"
 

@@ -112,7 +112,7 @@ rule sweeps:
 rule fidelity:
     input:
         records=GRAPH.cell_records,
-        kld=GRAPH.kld_targets(),
+        kld=GRAPH.fidelity_steps.kld_targets(),
     output:
         **JOBS.outputs("fidelity"),
     log:

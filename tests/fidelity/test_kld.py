@@ -30,7 +30,8 @@ from workflow_scripts.fidelity.perplexity_output import (
     parse_base,
     parse_kld,
 )
-from workflow_scripts.workflow.dag import UnknownCell, build_dag
+from workflow_scripts.workflow.dag import build_dag
+from workflow_scripts.workflow.fidelity_steps import UnknownCell
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fidelity"
 # RECORDED: `llama-perplexity` of llama-cpp-python 0.3.36's tree, SmolLM2-135M, ctx 256 x 8
@@ -216,19 +217,19 @@ def chain_config(reference: str | None) -> dict:
 
 def test_each_gguf_quant_a_llamacpp_build_runs_gets_a_step(empty_workdir):
     dag = build_dag(chain_config("f16"))
-    assert dag.kld_targets() == [
+    assert dag.fidelity_steps.kld_targets() == [
         "results/fidelity/smollm2-135m__q8_0.json",
         "results/fidelity/smollm2-135m__q4_0.json",
     ]
-    plan = dag.kld["smollm2-135m"]
+    plan = dag.fidelity_steps.kld["smollm2-135m"]
     assert (plan.engine, plan.settings.threads) == ("llamacpp-cpu", 1)
-    inputs = dag.fidelity_kld_inputs("smollm2-135m__q4_0")
+    inputs = dag.fidelity_steps.fidelity_kld_inputs("smollm2-135m__q4_0")
     assert inputs["weights"] == "results/weights/smollm2-135m__q4_0.json"
     assert inputs["logits"] == "results/fidelity/base/smollm2-135m.logits"
-    base = dag.fidelity_base_inputs("smollm2-135m")
+    base = dag.fidelity_steps.fidelity_base_inputs("smollm2-135m")
     assert base["weights"] == "results/weights/smollm2-135m__f16.json"
     assert "smollm2-135m__f16" in dag.weights
-    step = json.loads(dag.fidelity_step("smollm2-135m", "f16"))
+    step = json.loads(dag.fidelity_steps.fidelity_step("smollm2-135m", "f16"))
     assert (step["build"]["package"], step["build"]["version"]) == ("llama-cpp-python", "0.3.36")
     assert (step["quant"], step["reference_quant"], step["settings"]["threads"]) == (
         "f16",
@@ -236,7 +237,7 @@ def test_each_gguf_quant_a_llamacpp_build_runs_gets_a_step(empty_workdir):
         1,
     )
     with pytest.raises(UnknownCell, match="no quant 'q2_k'"):
-        dag.kld_quant("smollm2-135m__q2_k")
+        dag.fidelity_steps.kld_quant("smollm2-135m__q2_k")
 
 
 def test_no_step_without_a_gguf_reference_or_a_built_llamacpp(empty_workdir):
@@ -244,7 +245,7 @@ def test_no_step_without_a_gguf_reference_or_a_built_llamacpp(empty_workdir):
     # the highest-precision quant by name is bf16, safetensors for vLLM
     config = chain_config(None)
     del config["models"]["smollm2-135m"]["fidelity"]
-    assert build_dag(config).kld_targets() == []
+    assert build_dag(config).fidelity_steps.kld_targets() == []
     # the build makes the quants but runs no cell: a native llama-server does
     config = chain_config("f16")
     del config["models"]["smollm2-135m"]["fidelity"]
@@ -256,6 +257,6 @@ def test_no_step_without_a_gguf_reference_or_a_built_llamacpp(empty_workdir):
             dict.fromkeys("native" if e in built else e for e in engines)
         )
     dag = build_dag(config)
-    assert dag.kld_targets() == []
+    assert dag.fidelity_steps.kld_targets() == []
     with pytest.raises(UnknownCell, match="no KL divergence step"):
-        dag.kld_plan("smollm2-135m")
+        dag.fidelity_steps.kld_plan("smollm2-135m")

@@ -246,8 +246,8 @@ def test_a_sweep_points_card_judges_it_as_one_of_its_series(tmp_path, empty_work
     dag = build_dag(yaml.safe_load((REPO / "config.yaml").read_text()))
     series = "smollm2-135m__llamacpp-cpu__q4_0__ngram__sweep"
     own = f"{series}-c8"
-    inputs = dag.card_fidelity(own)
-    settings = json.loads(dag.card_fidelity_settings(own))
+    inputs = dag.fidelity_steps.card_fidelity(own)
+    settings = json.loads(dag.fidelity_steps.card_fidelity_settings(own))
     family = settings["family"]
     assert [m["label"] for m in family] == ["c1", "c2", "c4", "c8"]
     assert [m["own"] for m in family] == [False, False, False, True]
@@ -255,7 +255,9 @@ def test_a_sweep_points_card_judges_it_as_one_of_its_series(tmp_path, empty_work
     assert inputs["family_0_reference"].endswith("__none__sweep-c1/metrics.json")
     assert inputs["family_0_floor"].endswith("__none__sweep-c1__floor/metrics.json")
     assert "family_3" not in inputs  # its own files are the card's own inputs
-    base_card = json.loads(dag.card_fidelity_settings(f"{series.replace('ngram', 'none')}-c8"))
+    base_card = json.loads(
+        dag.fidelity_steps.card_fidelity_settings(f"{series.replace('ngram', 'none')}-c8")
+    )
     assert "family" not in base_card  # a reference point is compared with nothing
     written = {  # the bases answer as the law says; their floors and c1 .. c4 differ at 6 of 32
         key: write_cell(tmp_path, path, answers(set() if key.endswith("reference") else SIX))

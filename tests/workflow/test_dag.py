@@ -11,7 +11,8 @@ import yaml
 
 from workflow_scripts.outputs import labels
 from workflow_scripts.workflow import dag as dag_module
-from workflow_scripts.workflow.dag import UnknownCell, build_dag
+from workflow_scripts.workflow.dag import build_dag
+from workflow_scripts.workflow.fidelity_steps import UnknownCell
 
 REPO = Path(__file__).resolve().parents[2]
 

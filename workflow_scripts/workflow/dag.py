@@ -13,6 +13,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,7 @@ from ..config.resources import (
     without_resources,
 )
 from ..config.sweeps import launch_cell, series_resources, shared_series
-from ..fidelity.kld import kld_models
-from ..fidelity.pairs import FidelitySettings, floor_of, measured_pairs
+from ..fidelity.pairs import floor_of
 from ..outputs.labels import (
     RULE_FILES,
     content_answers,
@@ -66,9 +66,10 @@ SUMMARY_TABLES = (
 
 
 @dataclass
-class Dag(FidelitySteps):
+class Dag:
     """What the rules need of a config. `config` is the validated config without resources
-    (resources say where a cell runs, not what it measures: kept out of every param)."""
+    (resources say where a cell runs, not what it measures: kept out of every param); what it
+    answers about output fidelity is its `fidelity_steps`."""
 
     config: dict[str, Any]
     cells: dict[str, Cell]
@@ -80,6 +81,7 @@ class Dag(FidelitySteps):
     failed_attempts: dict[str, int]
     weights: dict[str, dict[str, Any]]
     goals: dict[str, Slo]
+    fidelity_steps: FidelitySteps
 
     # --- where things are ---------------------------------------------------------------------
 
@@ -93,7 +95,7 @@ class Dag(FidelitySteps):
 
     def path(self, rule: str, key: str, **wildcards: str) -> str:
         """One of a rule's files for one job."""
-        return f"{self.results}/{rule_file(rule, key).format(**wildcards)}"
+        return rule_path(self.results, rule, key, **wildcards)
 
     def rule_paths(self, rule: str) -> list[str]:
         """Every file of a rule without wildcards, in its order."""
@@ -270,10 +272,10 @@ class Dag(FidelitySteps):
 
     def fidelity_outputs(self) -> list[str]:
         """The fidelity tables and figure, only for a matrix with a compared pair."""
-        return self.rule_paths("fidelity") if self._pair_of else []
+        return self.rule_paths("fidelity") if self.fidelity_steps.pairs else []
 
     def fidelity_settings(self) -> str:
-        return param_json(self.fidelity.to_dict())
+        return param_json(self.fidelity_steps.settings.to_dict())
 
     def sweep_gpus(self) -> str:
         """Each point's GPU count (resources.gpu, kept out of the cells' settings): throughput
@@ -377,14 +379,16 @@ class Dag(FidelitySteps):
             say(f"{path} does not parse ({reason}): the cell is marked failed and measured again")
 
     def __post_init__(self) -> None:
-        self.fidelity = FidelitySettings.of_config(self.config)
-        pairs = measured_pairs(list(self.cells.values()), self.fidelity.references)
-        self._pair_of = {pair.cell: pair for pair in pairs}
         self._series_of = {p.id: name for name, points in self.series.items() for p in points}
         # Each cell as plain data, made once: Snakemake asks for these params for every job of a
         # large matrix. The rules' scripts rebuild the cells from them (Cell.from_dict).
         self._cell_dicts = {cell_id: cell.to_dict() for cell_id, cell in self.cells.items()}
         self._all_cells_settings = param_json(list(self._cell_dicts.values()))
+
+
+def rule_path(results: str, rule: str, key: str, **wildcards: str) -> str:
+    """One of a rule's files for one job, under the results dir `results`."""
+    return f"{results}/{rule_file(rule, key).format(**wildcards)}"
 
 
 def build_dag(raw_config: dict[str, Any]) -> Dag:
@@ -398,6 +402,9 @@ def build_dag(raw_config: dict[str, Any]) -> Dag:
     cell_resources, series_resources_ = series_resources(
         series, resources_by_cell(validated, matrix)
     )
+    failed_attempts = failure_counts(f"{config['results_dir']}/failures")
+    path = partial(rule_path, config["results_dir"])
+    fidelity_steps = FidelitySteps.of_config(config, cells, failed_attempts, path)
     weights: dict[str, dict[str, Any]] = {}
     # A search's probes run its template's weights.
     for cell in [*cells.values(), *(search.template for search in matrix.searches.values())]:
@@ -408,7 +415,7 @@ def build_dag(raw_config: dict[str, Any]) -> Dag:
             weights[cell.drafter_weights_key] = cell.drafter_weights
     # The reference quant whose logits the KL divergence steps compare with, run by no cell
     # maybe (the default's f16 is only the source of the quants).
-    for plan in kld_models(config, list(cells.values())).values():
+    for plan in fidelity_steps.kld.values():
         quants = config["models"][plan.model]["quants"]
         weights.setdefault(plan.reference_key, quants[plan.reference_quant]["weights"])
     return Dag(
@@ -419,7 +426,8 @@ def build_dag(raw_config: dict[str, Any]) -> Dag:
         search_resources=resources_by_search(validated, matrix),
         series=series,
         series_resources=series_resources_,
-        failed_attempts=failure_counts(f"{config['results_dir']}/failures"),
+        failed_attempts=failed_attempts,
         weights=with_dependencies(weights),
         goals=goals_of(config),
+        fidelity_steps=fidelity_steps,
     )

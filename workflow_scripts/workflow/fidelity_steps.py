@@ -1,37 +1,74 @@
-"""What the DAG (dag.py's `Dag`, which takes this in) answers about output fidelity: the KL
-divergence steps of a config (`fidelity_text`, `fidelity_base`, `fidelity_kld`: their targets,
-inputs and params) and what a cell's card compares its outputs with. Kept apart from dag.py by
-job; it reads the Dag's own fields (`config`, `cells`, `failed_attempts`, `fidelity`, the pairs
-by cell) and its `path`. Stdlib and parse-time modules only, as dag.py."""
+"""What the DAG answers about output fidelity: the KL divergence steps of a config
+(`fidelity_text`, `fidelity_base`, `fidelity_kld`: their targets, inputs and params), a floor
+run's reference and what a cell's card compares its outputs with. `FidelitySteps` is built once
+by dag.build_dag from what it declares and held as `Dag.fidelity_steps`. Stdlib and parse-time
+modules only, as dag.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from ..atomic import param_json
 from ..fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
-from ..fidelity.pairs import FLOOR, QUANT, Pair, floor_id, floor_of
-from ..vocabulary import point_part
+from ..fidelity.pairs import (
+    FLOOR,
+    QUANT,
+    FidelitySettings,
+    Pair,
+    floor_id,
+    floor_of,
+    measured_pairs,
+)
+from ..vocabulary import Cell, point_part
 
 
 class UnknownCell(LookupError):
     """A target names a cell this config does not have."""
 
 
+@dataclass
 class FidelitySteps:
-    """The fidelity part of the Dag (a base class: the Dag holds the state)."""
+    """The fidelity part of the DAG, from exactly what it reads: the config's `models` and
+    `engines` and its fidelity settings (each model's reference quant and goal), the cells, the
+    measured pairs by cell, the models with KL divergence steps (fidelity.kld.kld_models, run
+    once, by `of_config`), the failure counts (the Dag's own dict: a healed cell bumps it) and
+    `path(rule, key, **wildcards)`, one of a rule's files for one job."""
 
-    config: dict[str, Any]
-    cells: dict[str, Any]
+    models: dict[str, Any]
+    engines: dict[str, Any]
+    settings: FidelitySettings
+    cells: dict[str, Cell]
+    pairs: dict[str, Pair]
+    kld: dict[str, KldModel]
     failed_attempts: dict[str, int]
+    path: Callable[..., str]
+
+    @classmethod
+    def of_config(
+        cls,
+        config: dict[str, Any],
+        cells: dict[str, Cell],
+        failed_attempts: dict[str, int],
+        path: Callable[..., str],
+    ) -> FidelitySteps:
+        """A config's: its pairs and KL divergence steps, each found once."""
+        settings = FidelitySettings.of_config(config)
+        pairs = measured_pairs(list(cells.values()), settings.references)
+        return cls(
+            models=config["models"],
+            engines=config["engines"],
+            settings=settings,
+            cells=cells,
+            pairs={pair.cell: pair for pair in pairs},
+            kld=kld_models(config, list(cells.values())),
+            failed_attempts=failed_attempts,
+            path=path,
+        )
 
     # --- distribution fidelity (llama-perplexity) ---------------------------------------------
-
-    @cached_property
-    def kld(self) -> dict[str, KldModel]:
-        """The models with KL divergence steps (workflow_scripts.fidelity.kld.kld_models)."""
-        return kld_models(self.config, list(self.cells.values()))
 
     def kld_targets(self) -> list[str]:
         """Each quant's KL divergence record: none for a model whose reference quant is no GGUF
@@ -52,7 +89,7 @@ class FidelitySteps:
         the reference itself measured against its own logits reads KL 0)."""
         model, _, quant = key.partition("__")
         plan = self.kld_plan(model)
-        if quant not in self.config["models"][model]["quants"]:
+        if quant not in self.models[model]["quants"]:
             raise UnknownCell(f"model {model!r} has no quant {quant!r}")
         return plan, quant
 
@@ -62,7 +99,7 @@ class FidelitySteps:
 
     def fidelity_step(self, model: str, quant: str) -> str:
         plan = self.kld_plan(model)
-        build = self.config["engines"][plan.engine].get("build") or {}
+        build = self.engines[plan.engine].get("build") or {}
         return param_json(KldStep.of(plan, quant, build).to_dict())
 
     def fidelity_failures(self, model: str, quant: str) -> int:
@@ -105,7 +142,7 @@ class FidelitySteps:
         records beside it), the reference's floor run's, a quant's KL record; a reference cell's
         own floor run; a sweep point's, the same of every other point of its series' family
         (`family_<i>`, `family_<i>_reference`, `family_<i>_floor`: card_family's order)."""
-        pair = self._pair_of.get(cell_id)
+        pair = self.pairs.get(cell_id)
         out = {}
         reference = pair.reference_cell if pair else cell_id
         if pair:
@@ -130,7 +167,7 @@ class FidelitySteps:
         """The pairs of each sweep series and kind (fidelity.series judges them as a family),
         in load order."""
         out: dict[tuple[str, str], list[Pair]] = {}
-        for pair in self._pair_of.values():
+        for pair in self.pairs.values():
             sweep = self.cells[pair.cell].sweep
             if sweep is not None and pair.kind != FLOOR:
                 out.setdefault((sweep.series, pair.kind), []).append(pair)
@@ -141,7 +178,7 @@ class FidelitySteps:
     def card_family(self, cell_id: str) -> list[Pair]:
         """The pairs a sweep point's card judges its own with: every pair of its series and
         kind, its own among them; none for a cell outside a series or alone in it."""
-        pair, cell = self._pair_of.get(cell_id), self.cells.get(cell_id)
+        pair, cell = self.pairs.get(cell_id), self.cells.get(cell_id)
         if pair is None or cell is None or cell.sweep is None:
             return []
         members = self._families.get((cell.sweep.series, pair.kind), [])
@@ -150,10 +187,10 @@ class FidelitySteps:
     def card_fidelity_settings(self, cell_id: str) -> str:
         """The card's fidelity param: the pair's kind, its reference and the model's goal
         (`{}`: compared with nothing and no floor of its own)."""
-        pair = self._pair_of.get(cell_id)
+        pair = self.pairs.get(cell_id)
         if pair is None:
             return param_json({"kind": "reference"} if self.card_fidelity(cell_id) else {})
-        goal = self.fidelity.goals.get(self.cells[cell_id].model)
+        goal = self.settings.goals.get(self.cells[cell_id].model)
         family = [
             {
                 "cell": member.cell,

@@ -14,7 +14,8 @@ from snakemake.io import ancient, report
 
 from ..outputs.labels import RULE_FILES
 from ..outputs.search_files import read_verdict, walked_probes
-from .dag import Dag, UnknownCell
+from .dag import Dag
+from .fidelity_steps import UnknownCell
 from .job_functions import job_function
 
 
@@ -27,12 +28,14 @@ def known(lookup: Callable[[str], Any], name: str) -> Any:
 
 
 class RuleJobs:
-    """The rules' outputs and job functions for one DAG. `checkpoints` and `workflow` are the
-    Snakefile's own: a probe's verdict comes through checkpoint `cell_slo`, and the walk of a
-    search reads whether this is a dry run."""
+    """The rules' outputs and job functions for one DAG (the fidelity rules' and a card's
+    comparison: its `fidelity_steps`). `checkpoints` and `workflow` are the Snakefile's own: a
+    probe's verdict comes through checkpoint `cell_slo`, and the walk of a search reads whether
+    this is a dry run."""
 
     def __init__(self, dag: Dag, checkpoints: Any, workflow: Any) -> None:
         self.dag = dag
+        self.fidelity_steps = dag.fidelity_steps
         self.checkpoints = checkpoints
         self.workflow = workflow
 
@@ -75,31 +78,31 @@ class RuleJobs:
 
     @job_function
     def fidelity_base_inputs(self, wildcards) -> dict[str, str]:
-        return known(self.dag.fidelity_base_inputs, wildcards.model)
+        return known(self.fidelity_steps.fidelity_base_inputs, wildcards.model)
 
     @job_function
     def fidelity_base_step(self, wildcards) -> str:
-        plan = known(self.dag.kld_plan, wildcards.model)
-        return self.dag.fidelity_step(plan.model, plan.reference_quant)
+        plan = known(self.fidelity_steps.kld_plan, wildcards.model)
+        return self.fidelity_steps.fidelity_step(plan.model, plan.reference_quant)
 
     @job_function
     def fidelity_base_failures(self, wildcards) -> int:
-        plan = known(self.dag.kld_plan, wildcards.model)
-        return self.dag.fidelity_failures(plan.model, plan.reference_quant)
+        plan = known(self.fidelity_steps.kld_plan, wildcards.model)
+        return self.fidelity_steps.fidelity_failures(plan.model, plan.reference_quant)
 
     @job_function
     def fidelity_kld_inputs(self, wildcards) -> dict[str, str]:
-        return known(self.dag.fidelity_kld_inputs, wildcards.weights)
+        return known(self.fidelity_steps.fidelity_kld_inputs, wildcards.weights)
 
     @job_function
     def fidelity_kld_step(self, wildcards) -> str:
-        plan, quant = known(self.dag.kld_quant, wildcards.weights)
-        return self.dag.fidelity_step(plan.model, quant)
+        plan, quant = known(self.fidelity_steps.kld_quant, wildcards.weights)
+        return self.fidelity_steps.fidelity_step(plan.model, quant)
 
     @job_function
     def fidelity_kld_failures(self, wildcards) -> int:
-        plan, quant = known(self.dag.kld_quant, wildcards.weights)
-        return self.dag.fidelity_failures(plan.model, quant)
+        plan, quant = known(self.fidelity_steps.kld_quant, wildcards.weights)
+        return self.fidelity_steps.fidelity_failures(plan.model, quant)
 
     # --- cells and the series' servers --------------------------------------------------------
 
@@ -110,7 +113,7 @@ class RuleJobs:
         if series:
             # ancient: a new server start never reruns the points that ran on an earlier one
             inputs["server"] = ancient(self.dag.series_record(series))
-        reference = self.dag.floor_reference(wildcards.cell)
+        reference = self.fidelity_steps.floor_reference(wildcards.cell)
         if reference:
             # ancient: a floor run waits for its reference and reads its status; a later run of
             # the reference alone does not rerun it (a floor run that failed with it is retried)
@@ -185,11 +188,11 @@ class RuleJobs:
 
     @job_function
     def card_fidelity(self, wildcards) -> dict[str, str]:
-        return self.dag.card_fidelity(wildcards.cell)
+        return self.fidelity_steps.card_fidelity(wildcards.cell)
 
     @job_function
     def card_fidelity_settings(self, wildcards) -> str:
-        return self.dag.card_fidelity_settings(wildcards.cell)
+        return self.fidelity_steps.card_fidelity_settings(wildcards.cell)
 
     @job_function
     def card_settings(self, wildcards) -> str:
