@@ -20,6 +20,29 @@ envvars:
     "LLMBENCH_WORKFLOW",
 
 
+# Every rule but a cell's and a series' server runs where Snakemake runs: on a cluster (the Slurm
+# executor, profiles/slurm) only the cells and their shared servers are jobs of their own.
+localrules:
+    weights,
+    engine,
+    cell_slo,
+    slo_tables,
+    fidelity_text,
+    fidelity_base,
+    fidelity_kld,
+    card,
+    records,
+    aggregate,
+    comparisons,
+    sweeps,
+    fidelity,
+    summary_plots,
+    concurrency_figure,
+    reference_figure,
+    overview,
+    html_report,
+
+
 # One run at a time, the servers torn down on SIGTERM, the result table at the end
 # (workflow_scripts/workflow/hooks.py).
 onstart:

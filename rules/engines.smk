@@ -3,7 +3,6 @@ rule engine:
         **JOBS.outputs("engine"),
     log:
         "logs/engines/{engine}.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:

@@ -7,7 +7,6 @@ rule fidelity_text:
         **JOBS.outputs("fidelity_text"),
     log:
         "logs/fidelity/text.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     params:
@@ -23,7 +22,6 @@ rule fidelity_base:
         **JOBS.outputs("fidelity_base"),
     log:
         "logs/fidelity/{model}.base.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -43,7 +41,6 @@ rule fidelity_kld:
         **JOBS.outputs("fidelity_kld"),
     log:
         "logs/fidelity/{weights}.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:

@@ -16,7 +16,6 @@ rule card:
         **JOBS.outputs("card"),
     log:
         "logs/cards/{cell}.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -38,7 +37,6 @@ rule records:
         **JOBS.outputs("records"),
     log:
         "logs/records.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -55,7 +53,6 @@ rule aggregate:
         **JOBS.outputs("aggregate"),
     log:
         "logs/aggregate.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -74,7 +71,6 @@ rule comparisons:
         **JOBS.outputs("comparisons"),
     log:
         "logs/comparisons.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -94,7 +90,6 @@ rule sweeps:
         **JOBS.outputs("sweeps"),
     log:
         "logs/sweeps.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -117,7 +112,6 @@ rule fidelity:
         **JOBS.outputs("fidelity"),
     log:
         "logs/fidelity.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -136,7 +130,6 @@ rule summary_plots:
         **JOBS.outputs("summary_plots"),
     log:
         "logs/summary_plots.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -156,7 +149,6 @@ rule concurrency_figure:
         **JOBS.outputs("concurrency_figure"),
     log:
         "logs/concurrency_figure.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -175,7 +167,6 @@ rule reference_figure:
         **JOBS.outputs("reference_figure"),
     log:
         "logs/reference_figure.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -197,7 +188,6 @@ rule overview:
         **JOBS.outputs("overview"),
     log:
         "logs/overview.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -215,7 +205,6 @@ rule html_report:
         **JOBS.outputs("html_report"),
     log:
         "logs/report.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:

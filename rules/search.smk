@@ -13,7 +13,6 @@ checkpoint cell_slo:
         **JOBS.outputs("cell_slo"),
     log:
         "logs/slo/{cell}.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:
@@ -29,7 +28,6 @@ rule slo_tables:
         **JOBS.outputs("slo_tables"),
     log:
         "logs/slo_tables.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:

@@ -5,7 +5,6 @@ rule weights:
         **JOBS.outputs("weights"),
     log:
         "logs/weights/{weights}.log",
-    localrule: True
     conda:
         "../envs/bench.yaml"
     resources:

@@ -97,3 +97,18 @@ def test_each_rule_takes_its_outputs_from_the_table_under_its_own_name():
     assert set(labels.RULE_FILES) <= set(taken)
     for rule in labels.RULE_FILES:
         assert taken[rule] == f'**JOBS.outputs("{rule}"),', rule
+
+
+def test_one_localrules_directive_names_every_rule_but_the_cluster_jobs():
+    """Every rule but a cell's and a series' server runs where Snakemake runs: one
+    `localrules:` directive (rules/common.smk) names each of them (`all` runs nothing) and no
+    rule says `localrule:` of itself."""
+    text = "\n".join(path.read_text() for path in sorted((REPO / "rules").glob("*.smk")))
+    text += (REPO / "Snakefile").read_text()
+    rules = set(re.findall(r"^(?:rule|checkpoint) (\w+):", text, re.M)) - {"all"}
+    directives = re.findall(r"^localrules:\n((?:    \w+,\n)+)", text, re.M)
+    assert len(directives) == 1, directives
+    named = re.findall(r"\w+", directives[0])
+    assert len(named) == len(set(named)) == 18
+    assert set(named) == rules - {"cell", "series_server"}
+    assert "localrule:" not in text
