@@ -5,4 +5,4 @@ into it from declared inputs (`fidelity_steps`); what the rules hand Snakemake, 
 and per-job functions (`rule_jobs`), each function's signature given to Snakemake once
 (`job_functions`); what rules/common.smk runs besides declaring rules, GRAPH and JOBS built and
 the run's start and end handlers (`hooks`). Only `entry/` and the rules import it; `config/`
-knows nothing of it nor of Snakemake (tests/test_package_graph.py)."""
+knows nothing of it nor of Snakemake (tests/test_package_root.py)."""
