@@ -1,7 +1,7 @@
 """What the DAG needs to know of the rules' outputs while the Snakefile is parsed: every file each
 rule writes (RULE_FILES, the one place an output path is spelled), which optional summary figures
 and sweep outputs a matrix gets, a cell's labels in the report, its engine label and context size.
-Stdlib only: the DAG (dag.py, rule_jobs.py) imports it while the Snakefile is parsed, and
+Stdlib only: the DAG (workflow/dag.py, rule_jobs.py) imports it while the Snakefile is parsed, and
 parsing must not pay for pandas or matplotlib."""
 
 from __future__ import annotations
