@@ -9,13 +9,13 @@ import json
 import pytest
 
 from workflow_scripts.loadgen.datasets import (
-    DatasetError,
     iter_json_array,
     load_dataset,
     load_jsonl,
     load_random,
     load_sharegpt,
 )
+from workflow_scripts.loadgen.prompts import DatasetError
 
 
 def conversation(i: int, first: str) -> dict:

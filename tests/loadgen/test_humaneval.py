@@ -19,10 +19,10 @@ from workflow_scripts.loadgen.datasets import (
     HUMANEVAL_INSTRUCTION,
     HUMANEVAL_MEMBER,
     HUMANEVAL_PACKAGE,
-    DatasetError,
     load_dataset,
     packaged_file,
 )
+from workflow_scripts.loadgen.prompts import DatasetError
 from workflow_scripts.vocabulary import ConfigError
 
 # The package's own count (its README and the HumanEval paper: 164 hand-written problems).

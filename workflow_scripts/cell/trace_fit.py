@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..engines.base import EngineAdapter
-from ..loadgen.datasets import Dataset, Prompt
+from ..loadgen.prompts import Dataset, Prompt
 from ..loadgen.traces import MOONCAKE_BLOCK_TOKENS, TraceLayout, TraceSpan
 from .context_guard import COUNT_WORKERS
 

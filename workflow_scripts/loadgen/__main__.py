@@ -28,9 +28,9 @@ from ..process.machine_use import UseSnapshot, client_use, take_snapshot
 from ..process.server import sigterm_raises
 from ..vocabulary import Status
 from .client import LoadResult, LoadSettings, RunOptions, run_load
-from .datasets import HISTORIES, Dataset, DatasetError, load_dataset
+from .datasets import load_dataset
 from .metrics import compute_metrics
-from .prompts import think_time_alone_s
+from .prompts import HISTORIES, Dataset, DatasetError, think_time_alone_s
 from .wire import Endpoint
 
 # The dataset keys read only with `--conversations` (each flag the key with dashes).

@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Callable
 
-from .datasets import Prompt
+from .prompts import Prompt
 from .records import RequestRecord
 from .request import Link, prompt_sha256, request_body, run_request
 from .sessions import MeasuredRun, converse

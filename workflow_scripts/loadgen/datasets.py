@@ -2,8 +2,7 @@
 and shared prefixes), HumanEval's code problems, random synthetic, JSONL, a trace's requests
 filled with one of them (the trace itself is read in `traces`).
 
-The records they make and the error they raise are `prompts`' (imported here under their old
-names too)."""
+The records they make and the error they raise are `prompts`'."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ from typing import Any
 
 from ..paths import cache_dir
 from ..registry_fetch import fetch_distribution, sha256_file
-from .prompts import (  # noqa: F401  (also the names other modules import from here)
+from .prompts import (
     DATASET_HISTORY,
-    HISTORIES,
     MODEL_HISTORY,
     Conversation,
     Dataset,
