@@ -15,14 +15,14 @@ from tests.support.config import default_config, setter
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.__main__ import dataset_from_args, parse_args
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import (
+from workflow_scripts.loadgen.datasets import load_dataset
+from workflow_scripts.loadgen.prompts import DatasetError
+from workflow_scripts.loadgen.sources.base import packaged_file
+from workflow_scripts.loadgen.sources.humaneval import (
     HUMANEVAL_INSTRUCTION,
     HUMANEVAL_MEMBER,
     HUMANEVAL_PACKAGE,
-    load_dataset,
-    packaged_file,
 )
-from workflow_scripts.loadgen.prompts import DatasetError
 from workflow_scripts.vocabulary import ConfigError
 
 # The package's own count (its README and the HumanEval paper: 164 hand-written problems).

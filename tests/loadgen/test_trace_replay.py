@@ -27,11 +27,12 @@ from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.__main__ import dataset_from_args, parse_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import load_dataset, trace_content
+from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.prompts import DatasetError
 from workflow_scripts.loadgen.records import OK
 from workflow_scripts.loadgen.request import request_body
+from workflow_scripts.loadgen.sources.trace import trace_content
 from workflow_scripts.loadgen.trace_text import TOKENS_PER_CHAR, trace_texts
 from workflow_scripts.loadgen.traces import MOONCAKE_BLOCK_TOKENS, TraceError, read_trace, window
 from workflow_scripts.process.ports import free_port
