@@ -179,3 +179,28 @@ def test_the_workloads_code_is_one_module_a_job():
     )
     assert parsing == ["jsonl"]
     assert f"{loadgen}.sources.jsonl" in graph[f"{loadgen}.sources.humaneval"]
+
+
+def test_the_measured_run_and_the_cli_are_short_functions_without_closures():
+    """loadgen/closed_loop.py: each piece of the measured run (a worker, the wait for a send
+    time, one request) a function of its own, none defined inside another, the conversation
+    replay in loadgen/sessions.py; the CLI's arguments built in groups. None over 60 lines."""
+    loadgen = PACKAGE / "loadgen"
+    lengths = {}
+    for name in ("closed_loop", "sessions", "__main__"):
+        tree = ast.parse((loadgen / f"{name}.py").read_text())
+        functions = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        for function in functions:
+            inner = [
+                node.name
+                for node in ast.walk(function)
+                if node is not function and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+            assert inner == [] or name == "__main__", (function.name, inner)
+            lengths[f"{name}.{function.name}"] = function.end_lineno - function.lineno + 1
+    assert {"closed_loop.measured", "closed_loop.worker", "sessions.converse"} <= set(lengths)
+    assert {key: n for key, n in lengths.items() if n > 60} == {}
