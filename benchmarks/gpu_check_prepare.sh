@@ -60,7 +60,7 @@ sharegpt() {
   python3 - "$out/sharegpt-head.json" <<'PY'
 import sys
 
-from workflow_scripts.loadgen.datasets import sharegpt_file
+from workflow_scripts.loadgen.sources.sharegpt import sharegpt_file
 
 with open(sharegpt_file(), "rb") as src, open(sys.argv[1], "wb") as dst:
     dst.write(src.read(6 * 2**20))

@@ -5,6 +5,7 @@ this is the layering a reader sees, and the check prints the imports that close 
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -108,3 +109,98 @@ def test_the_sweeps_code_is_one_sub_package_with_its_intervals_in_stats():
     assert "workflow_scripts.vocabulary" in graph["workflow_scripts.slo.search"]
     drawing = {m for m, imports in graph.items() if f"{sweeps}.plots" in imports}
     assert drawing == {f"{sweeps}.files"}
+
+
+SOURCE_MODULES = ("base", "registry", "sharegpt", "humaneval", "jsonl", "random_words", "trace")
+
+
+def names_imported_from(module: str, roots: tuple[Path, ...]) -> dict[str, set[str]]:
+    """Name -> the files that import it from `module` (absolute or relative imports)."""
+    found: dict[str, set[str]] = {}
+    for root in roots:
+        for path in root.rglob("*.py"):
+            where = path.relative_to(PACKAGE.parent).with_suffix("")
+            package = ".".join(where.parts[:-1] if path.name != "__init__.py" else where.parts)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                source = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                if source == module:
+                    for alias in node.names:
+                        found.setdefault(alias.name, set()).add(str(where))
+    return found
+
+
+def defined_in(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def test_the_workloads_code_is_one_module_a_job():
+    """loadgen/: the prompt sources a sub-package, one module a dataset kind, registered by kind,
+    beside what they share (`base`) and the registry; the prompts' records are imported from
+    `prompts`, their home (nothing imports from `datasets` what it does not define); a trace is
+    read and windowed in `traces` and filled with text in `trace_text`, config's plan-time
+    checks importing the reader alone; JSON lines are parsed in one place, `sources/jsonl`."""
+    graph = import_graph()
+    home = PACKAGE / "loadgen" / "sources"
+    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SOURCE_MODULES, "__init__"])
+    for path in home.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 450, path
+    roots = (PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks")
+    datasets = PACKAGE / "loadgen" / "datasets.py"
+    imported = names_imported_from("workflow_scripts.loadgen.datasets", roots)
+    reexported = {name: sorted(files) for name, files in imported.items()}
+    for name in defined_in(datasets):
+        reexported.pop(name, None)
+    assert reexported == {}
+    loadgen = "workflow_scripts.loadgen"
+    assert f"{loadgen}.traces" in graph["workflow_scripts.config.traces"]
+    assert f"{loadgen}.trace_text" not in graph["workflow_scripts.config.traces"]
+    assert graph[f"{loadgen}.traces"] == set()  # the reader stands alone: no text, no prompts
+    assert f"{loadgen}.traces" in graph[f"{loadgen}.trace_text"]
+    parsing = sorted(
+        path.stem
+        for path in home.glob("*.py")
+        if any(
+            isinstance(node, ast.Attribute) and node.attr == "loads"
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    )
+    assert parsing == ["jsonl"]
+    assert f"{loadgen}.sources.jsonl" in graph[f"{loadgen}.sources.humaneval"]
+
+
+def test_the_measured_run_and_the_cli_are_short_functions_without_closures():
+    """loadgen/closed_loop.py: each piece of the measured run (a worker, the wait for a send
+    time, one request) a function of its own, none defined inside another, the conversation
+    replay in loadgen/sessions.py; the CLI's arguments built in groups. None over 60 lines."""
+    loadgen = PACKAGE / "loadgen"
+    lengths = {}
+    for name in ("closed_loop", "sessions", "__main__"):
+        tree = ast.parse((loadgen / f"{name}.py").read_text())
+        functions = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        for function in functions:
+            inner = [
+                node.name
+                for node in ast.walk(function)
+                if node is not function and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+            assert inner == [] or name == "__main__", (function.name, inner)
+            lengths[f"{name}.{function.name}"] = function.end_lineno - function.lineno + 1
+    assert {"closed_loop.measured", "closed_loop.worker", "sessions.converse"} <= set(lengths)
+    assert {key: n for key, n in lengths.items() if n > 60} == {}

@@ -18,7 +18,7 @@ from gguf import GGUFReader, GGUFWriter
 
 from benchmarks.gpu_check_tokenizer import tokenizer_source
 from workflow_scripts.config.matrix import load_config_file
-from workflow_scripts.loadgen.datasets import SHAREGPT_MEMBER, SHAREGPT_PACKAGE
+from workflow_scripts.loadgen.sources.sharegpt import SHAREGPT_MEMBER, SHAREGPT_PACKAGE
 from workflow_scripts.vocabulary import ConfigError
 from workflow_scripts.weights.synthetic import Tokenizer
 

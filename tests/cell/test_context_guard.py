@@ -17,7 +17,7 @@ from tests.support.engines import (
 from workflow_scripts.cell.context_guard import ContextGuardError, guard_prompts, size_before_launch
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import cell_server_command, cell_weights
-from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.process.ports import reserve_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready
 

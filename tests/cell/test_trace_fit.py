@@ -24,7 +24,16 @@ from tests.loadgen.test_trace_replay import BURSTGPT, MOONCAKE, SLOTS, law_serve
 from tests.support.engines import left_behind
 from tests.support.pipeline import tiny_config, tiny_workload
 from workflow_scripts.cell import run as cell_run
-from workflow_scripts.cell.trace_fit import ENGINE, ESTIMATE, fit_dataset, fit_trace, fit_words
+from workflow_scripts.cell.shared import AttachedCommand, AttachedPlan
+from workflow_scripts.cell.trace_fit import (
+    ENGINE,
+    ESTIMATE,
+    fit_dataset,
+    fit_note,
+    fit_trace,
+    fit_trace_plan,
+    fit_words,
+)
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
@@ -237,3 +246,28 @@ def test_a_length_below_the_templates_is_sent_as_one_word_and_its_error_recorded
     assert len(prompt.text.split()) == 1
     error = count(prompt.text) - 2
     assert result.facts["abs_error_tokens"] == {"p50": error, "max": error} and error > 0
+
+
+def test_a_series_points_plan_is_fitted_as_a_cells_own_and_keeps_its_kind():
+    """fit_trace_plan on a shared server's plan (shared.AttachedPlan, not the cell's own
+    run.LaunchPlan): the same plan with its dataset fitted, its cell and server kept; a plan
+    whose prompts hold no trace comes back as it is, with no facts."""
+    workload = tiny_workload(dataset={"kind": "random", "input_len": 4}, num_prompts=2)
+    config = tiny_config(
+        [{"model": "smollm2-135m", "engine": "law", "workload": "tiny"}],
+        workloads={"tiny": workload},
+    )
+    config["engines"] = {"law": Law().engine()}
+    (cell,) = build_cells(validate_config(config))
+    command = AttachedCommand([], {}, "http://127.0.0.1:9", None)
+    dataset, _ = trace("burstgpt", 3)
+    plan = AttachedPlan(cell, dataset, None, command)
+    fitted, facts = fit_trace_plan(plan, CannotCount())
+    assert type(fitted) is AttachedPlan
+    assert (fitted.cell, fitted.command, fitted.sizing) == (cell, command, None)
+    assert (
+        fitted.dataset.note == facts["dataset_note"] == dataset.note + fit_note(facts["trace_fit"])
+    )
+    assert facts["trace_fit"]["method"] == ESTIMATE
+    plain = AttachedPlan(cell, load_dataset({"kind": "random", "input_len": 4}, 2), None, command)
+    assert fit_trace_plan(plain, CannotCount()) == (plain, {})

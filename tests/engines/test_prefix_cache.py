@@ -25,7 +25,7 @@ from workflow_scripts.cell.attempts import BenchWindow
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.base import EngineAdapter, flag_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import ERROR, OK, RequestRecord
 from workflow_scripts.process.ports import reserve_port
 from workflow_scripts.process.server import ServerProcess, wait_ready

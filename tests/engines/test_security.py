@@ -27,8 +27,8 @@ from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.command import cell_server_command, cell_weights
 from workflow_scripts.loadgen.client import RunOptions, run_load
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.process.auth import server_api_key
 from workflow_scripts.process.ports import reserve_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready

@@ -11,8 +11,8 @@ import pytest
 
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.closed_loop import _arrival_offsets
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import INCOMPLETE, OK
 
 pytestmark = pytest.mark.standin

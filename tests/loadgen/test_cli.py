@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.support.engines import REPO
-from workflow_scripts.loadgen.datasets import load_jsonl
+from workflow_scripts.loadgen.sources.jsonl import load_jsonl
 
 pytestmark = pytest.mark.standin
 

@@ -22,8 +22,9 @@ from tests.loadgen.test_law_outputs import PROBE, law_server
 from tests.support.engines import left_behind
 from workflow_scripts.loadgen.__main__ import dataset_from_args, parse_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import DatasetError, Replay, load_dataset
+from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import DatasetError, Replay
 from workflow_scripts.loadgen.records import ERROR, OK
 from workflow_scripts.process.ports import free_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready

@@ -8,14 +8,11 @@ import json
 
 import pytest
 
-from workflow_scripts.loadgen.datasets import (
-    DatasetError,
-    iter_json_array,
-    load_dataset,
-    load_jsonl,
-    load_random,
-    load_sharegpt,
-)
+from workflow_scripts.loadgen.datasets import load_dataset
+from workflow_scripts.loadgen.prompts import DatasetError
+from workflow_scripts.loadgen.sources.jsonl import load_jsonl
+from workflow_scripts.loadgen.sources.random_words import load_random
+from workflow_scripts.loadgen.sources.sharegpt import iter_json_array, load_sharegpt
 
 
 def conversation(i: int, first: str) -> dict:

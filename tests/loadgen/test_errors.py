@@ -11,8 +11,8 @@ import struct
 import pytest
 
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import ERROR
 
 pytestmark = pytest.mark.standin

@@ -15,13 +15,13 @@ from tests.support.config import default_config, setter
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.__main__ import dataset_from_args, parse_args
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import (
+from workflow_scripts.loadgen.datasets import load_dataset
+from workflow_scripts.loadgen.prompts import DatasetError
+from workflow_scripts.loadgen.sources.base import packaged_file
+from workflow_scripts.loadgen.sources.humaneval import (
     HUMANEVAL_INSTRUCTION,
     HUMANEVAL_MEMBER,
     HUMANEVAL_PACKAGE,
-    DatasetError,
-    load_dataset,
-    packaged_file,
 )
 from workflow_scripts.vocabulary import ConfigError
 

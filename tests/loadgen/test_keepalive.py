@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import Prompt
 
 pytestmark = pytest.mark.standin
 

@@ -24,7 +24,7 @@ from tests.support.engines import left_behind
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.base import flag_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.process.ports import free_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready

@@ -28,8 +28,8 @@ from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.engines import adapter_for
 from workflow_scripts.engines.base import LaunchPaths
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics, tpot_s
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.process.ports import free_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready
 

@@ -20,7 +20,7 @@ from workflow_scripts.config.schema import check_schema
 from workflow_scripts.loadgen.__main__ import main, parse_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import OK, read_records
 from workflow_scripts.vocabulary import ConfigError
 

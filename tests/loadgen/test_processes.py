@@ -20,8 +20,8 @@ import pytest
 from tests.support.outputs import REPO
 from workflow_scripts.loadgen import processes as lp
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.fan_out import FanOut, LoadProcessDied
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.process.machine_use import client_use, process_cpu_s, take_snapshot
 
 PROMPTS = [Prompt(i, f"req-{i} tell me about the sea") for i in range(16)]
@@ -139,7 +139,7 @@ ENTRY_SCRIPT = """\
 import json
 sm = snakemake  # noqa: F821  (injected by the preamble, as Snakemake does)
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
+from workflow_scripts.loadgen.prompts import Prompt
 spec = LoadSettings(
     base_url=sm["url"], concurrency=4, max_tokens=20, warmup_requests=0, processes=2
 )

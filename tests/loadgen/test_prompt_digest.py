@@ -25,7 +25,8 @@ from tests.loadgen.test_conversation_history import (
 from tests.loadgen.test_law_outputs import law_server
 from tests.support.engines import left_behind
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt, load_dataset
+from workflow_scripts.loadgen.datasets import load_dataset
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import OK, pair_requests
 
 pytestmark = pytest.mark.standin

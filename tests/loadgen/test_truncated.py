@@ -13,8 +13,8 @@ import time
 import pytest
 
 from workflow_scripts.loadgen.client import LoadSettings, RunOptions, run_load
-from workflow_scripts.loadgen.datasets import Prompt
 from workflow_scripts.loadgen.metrics import compute_metrics
+from workflow_scripts.loadgen.prompts import Prompt
 from workflow_scripts.loadgen.records import ERROR, OK
 from workflow_scripts.loadgen.sse import MAX_EVENT_BYTES
 

@@ -15,8 +15,8 @@ import requests
 
 from ..engines.base import EngineAdapter, SpecCounters
 from ..loadgen.client import LoadResult, LoadSettings, RunOptions, run_load
-from ..loadgen.datasets import Prompt
 from ..loadgen.metrics import compute_metrics
+from ..loadgen.prompts import Prompt
 from ..loadgen.records import OK, RequestRecord
 from ..process.auth import auth_headers
 from ..process.machine_use import (

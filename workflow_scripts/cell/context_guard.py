@@ -27,7 +27,7 @@ from typing import Any
 
 from ..engines.base import EngineAdapter
 from ..engines.command import cell_server_command, cell_weights
-from ..loadgen.datasets import Prompt
+from ..loadgen.prompts import Prompt
 from ..process.serve import ServerLaunch
 from ..redact import redact
 from ..vocabulary import NO_DRAFTER, Cell

@@ -29,8 +29,9 @@ from ..engines.command import (
 from ..engines.provision import native_build_mismatch
 from ..loadgen.client import LoadSettings
 from ..loadgen.command import client_argv
-from ..loadgen.datasets import Dataset, Prompt, load_dataset
+from ..loadgen.datasets import load_dataset
 from ..loadgen.metrics import compute_metrics
+from ..loadgen.prompts import Dataset, Prompt
 from ..process.auth import client_api_key, engine_api_key, server_api_key
 from ..process.leftovers import end_leftovers
 from ..process.machine_use import (

@@ -21,7 +21,7 @@ from typing import Any
 from ..atomic import write_json
 from ..engines import adapter_for
 from ..engines.base import EngineAdapter
-from ..loadgen.datasets import Dataset
+from ..loadgen.prompts import Dataset
 from ..process.auth import engine_api_key, server_api_key
 from ..process.leftovers import end_leftovers, is_running, owner_of
 from ..process.memory import MemorySample

@@ -3,7 +3,7 @@ server is up and before the context guard counts them.
 
 `input_length` is taken as every token the server sees for the request, its chat template and
 BOS included (what the adapter's `count_prompt_tokens` counts, and what a trace's engine
-logged). The text keeps the layout loadgen/traces.py gave it, with only where each span ends
+logged). The text keeps the layout loadgen/trace_text.py gave it, with only where each span ends
 moved, by whole words:
 
 - each distinct Mooncake block is fitted once, to MOONCAKE_BLOCK_TOKENS counted ALONE: its
@@ -25,15 +25,39 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..engines.base import EngineAdapter
-from ..loadgen.datasets import Dataset, Prompt
-from ..loadgen.traces import MOONCAKE_BLOCK_TOKENS, TraceLayout, TraceSpan
+from ..loadgen.prompts import Dataset, Prompt
+from ..loadgen.trace_text import TraceLayout, TraceSpan
+from ..loadgen.traces import MOONCAKE_BLOCK_TOKENS
+from ..vocabulary import Cell
 from .context_guard import COUNT_WORKERS
 
 ENGINE = "engine tokenizer"
 ESTIMATE = "estimate"
+
+
+class ServerAddress(Protocol):
+    """Where a plan's server answers (engines.command.ServerCommand, shared.AttachedCommand)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+
+class TracePlan(Protocol):
+    """What the fit reads of a plan the load runs on (a frozen dataclass: run.LaunchPlan,
+    shared.AttachedPlan): its cell, its prompts and its server."""
+
+    @property
+    def cell(self) -> Cell: ...
+    @property
+    def dataset(self) -> Dataset: ...
+    @property
+    def command(self) -> ServerAddress: ...
+
+
+Plan = TypeVar("Plan", bound=TracePlan)
 
 
 def fit_words(
@@ -186,8 +210,9 @@ def fit_dataset(
     return fitted, {"trace_fit": facts, "dataset_note": note}
 
 
-def fit_trace_plan(plan: Any, adapter: EngineAdapter) -> tuple[Any, dict[str, Any]]:
-    """The plan (run.LaunchPlan, shared.AttachedPlan) with its dataset fitted by its server."""
+def fit_trace_plan(plan: Plan, adapter: EngineAdapter) -> tuple[Plan, dict[str, Any]]:
+    """The plan with its dataset fitted by its server, and metrics.json's facts of the fit (the
+    plan as it was, and none, when its dataset holds no trace)."""
     dataset, facts = fit_dataset(
         plan.dataset, adapter, plan.command.base_url, plan.cell.workload_spec.endpoint
     )

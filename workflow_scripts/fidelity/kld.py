@@ -163,7 +163,7 @@ def conversation_text(items: Any, chars: int) -> str:
 
 def fidelity_text(settings: KldSettings) -> str:
     """The fixed text: the dataset's conversations from the start of its file."""
-    from ..loadgen.datasets import iter_json_array, sharegpt_file
+    from ..loadgen.sources.sharegpt import iter_json_array, sharegpt_file
 
     path = sharegpt_file(settings.dataset)
     return conversation_text(

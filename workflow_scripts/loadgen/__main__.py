@@ -28,9 +28,9 @@ from ..process.machine_use import UseSnapshot, client_use, take_snapshot
 from ..process.server import sigterm_raises
 from ..vocabulary import Status
 from .client import LoadResult, LoadSettings, RunOptions, run_load
-from .datasets import HISTORIES, Dataset, DatasetError, load_dataset
+from .datasets import load_dataset
 from .metrics import compute_metrics
-from .prompts import think_time_alone_s
+from .prompts import HISTORIES, Dataset, DatasetError, think_time_alone_s
 from .wire import Endpoint
 
 # The dataset keys read only with `--conversations` (each flag the key with dashes).
@@ -77,7 +77,8 @@ def _env_name(text: str) -> str:
     return text
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
+    """The command line, its arguments in the order `--help` lists them."""
     p = argparse.ArgumentParser(
         prog="python -m workflow_scripts.loadgen",
         description="Streaming load test of an OpenAI-compatible server.",
@@ -85,6 +86,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--base-url", required=True, type=_base_url, help="server root, e.g. http://127.0.0.1:8080"
     )
+    _dataset_arguments(p)
+    _prompt_form_arguments(p)
+    _load_arguments(p)
+    _request_arguments(p)
+    _run_arguments(p)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return parser().parse_args(argv)
+
+
+def _dataset_arguments(p: argparse.ArgumentParser) -> None:
+    """The prompts' source: its kind and file, a trace's format, content and window, the
+    random kind's length, the seeded shuffle."""
     p.add_argument(
         "--dataset",
         choices=["sharegpt", "humaneval", "random", "jsonl", "trace"],
@@ -105,6 +121,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration-s", type=_positive_float, default=None, help="trace: window")
     p.add_argument("--input-len", type=int, default=128, help="random dataset: words a prompt")
     p.add_argument("--shuffle-seed", type=int, default=None, help="seeded shuffle of prompts")
+
+
+def _prompt_form_arguments(p: argparse.ArgumentParser) -> None:
+    """What is sent of each prompt: whole conversations turn by turn, a length cap, a shared
+    prefix."""
     p.add_argument(
         "--conversations",
         action="store_true",
@@ -135,6 +156,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(4 characters a token) before every prompt, round-robin",
     )
     p.add_argument("--shared-prefix-count", type=_positive_int, default=1)
+
+
+def _load_arguments(p: argparse.ArgumentParser) -> None:
+    """How much load and when: prompts, concurrency, arrivals, the time cap and its grace."""
     p.add_argument("--num-prompts", type=_positive_int, required=True)
     p.add_argument("--concurrency", type=_positive_int, required=True)
     p.add_argument(
@@ -146,6 +171,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--grace-s", type=float, default=30.0, help="in-flight time after the cap")
     p.add_argument("--request-timeout-s", type=_positive_float, default=600.0)
+
+
+def _request_arguments(p: argparse.ArgumentParser) -> None:
+    """What each request asks of the server, and how it is sent."""
     p.add_argument("--max-tokens", type=_positive_int, required=True)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--ignore-eos", action="store_true")
@@ -170,6 +199,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default={},
         help="JSON object merged into every request body",
     )
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    """The client's processes, the goodput limits, the progress line and where results go."""
     p.add_argument(
         "--processes",
         type=_positive_int,
@@ -181,7 +214,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slo-tpot-ms", type=float, default=None, help="goodput: TPOT limit")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--out", required=True, help="directory for metrics.json and requests.jsonl")
-    return p.parse_args(argv)
 
 
 def served_model(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> str | None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .closed_loop import InProcess
-from .datasets import Prompt
 from .fan_out import FanOut
 from .processes import ProcessChoice, choose_processes
 from .progress import Progress
+from .prompts import Prompt
 from .records import RequestRecord
 from .request import Link, request_body, run_request
 from .settings import LoadSettings

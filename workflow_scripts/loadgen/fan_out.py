@@ -23,7 +23,7 @@ from multiprocessing.connection import wait
 
 from ..process.server import die_with_parent
 from .closed_loop import measured
-from .datasets import Prompt
+from .prompts import Prompt
 from .records import ERROR, RequestRecord
 from .settings import LoadSettings
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .traces import TraceLayout
+from .trace_text import TraceLayout
 
 
 class DatasetError(ValueError):

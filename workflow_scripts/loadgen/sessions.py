@@ -20,9 +20,9 @@ from .wire import Endpoint
 
 @dataclass(frozen=True)
 class MeasuredRun:
-    """What every session of one measured run shares: the load, the server, the run's start
-    and time cap on the monotonic clock (`deadline` None: no cap), the records it appends to
-    and the call each record gets once it has ended."""
+    """What every worker and session of one measured run shares: the load, the server, the
+    run's start and time cap on the monotonic clock (`deadline` None: no cap), the records it
+    appends to and the call each record gets once it has ended."""
 
     spec: LoadSettings
     endpoint: Endpoint
