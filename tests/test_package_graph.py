@@ -73,7 +73,7 @@ def test_the_latency_goal_core_sits_below_config_and_outputs():
     neither (nor into cell/, engines/)."""
     graph = import_graph()
     packages = package_graph(graph)
-    assert packages["slo"] <= {"vocabulary", "loadgen"}
+    assert packages["slo"] <= {"vocabulary", "loadgen", "verdicts"}
     assert "slo" in packages["config"] and "slo" in packages["outputs"]
     assert "workflow_scripts.slo.search" in graph["workflow_scripts.config.search"]
     assert "workflow_scripts.outputs.slo_search" not in graph  # its parts: search_files, slo_tables
@@ -81,6 +81,29 @@ def test_the_latency_goal_core_sits_below_config_and_outputs():
     assert (
         "workflow_scripts.outputs.slo_tables" not in graph["workflow_scripts.outputs.search_files"]
     )
+
+
+def test_what_latency_and_fidelity_goals_both_judge_with_is_one_package_below_them():
+    """verdicts/ holds the bounds and intervals, the verdict words and families of verdicts
+    that slo/, fidelity/ and outputs/ all judge with: it imports only the load client's
+    percentile (one definition), each of them imports it, and none of its modules is left in
+    slo/ or at the package root."""
+    graph = import_graph()
+    packages = package_graph(graph)
+    home = PACKAGE / "verdicts"
+    assert sorted(p.stem for p in home.glob("*.py")) == [
+        "__init__",
+        "bounds",
+        "families",
+        "verdict",
+    ]
+    assert packages["verdicts"] <= {"loadgen"}
+    assert graph["workflow_scripts.verdicts.bounds"] == {"workflow_scripts.loadgen.metrics"}
+    for above in ("slo", "fidelity", "outputs"):
+        assert "verdicts" in packages[above], above
+    assert not (PACKAGE / "families.py").exists()
+    assert not (PACKAGE / "slo" / "bounds.py").exists()
+    assert not (PACKAGE / "slo" / "verdict.py").exists()
 
 
 SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "files", "plots")

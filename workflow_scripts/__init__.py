@@ -11,8 +11,9 @@ them all, `dag` builds the DAG of a config (its fidelity steps in `dag_fidelity`
 `rule_jobs` hands the rules what they ask of it (each rule's outputs, its per-job functions);
 `workflow_hooks` is what rules/common.smk runs besides declaring rules; `plan` and
 `compare` are the `python -m` CLIs.
+Below `slo` and `fidelity`, above `loadgen`: `verdicts` (what both kinds of goal and the sweeps
+judge with: bounds and intervals, the verdict words, several verdicts read as one family).
 Leaves: `vocabulary` (the words every package shares), `job_functions` (a per-job function's
-signature given to Snakemake once), `families` (several verdicts read as one family: Holm's
-step-down, the exact stratified test), `venv`, `registry_fetch`, `atomic`, `paths`, `text`,
+signature given to Snakemake once), `venv`, `registry_fetch`, `atomic`, `paths`, `text`,
 `redact`, `terminal`, `exits`.
 """

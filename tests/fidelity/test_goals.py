@@ -17,7 +17,7 @@ from workflow_scripts.fidelity.goals import (
     agreement_of_floor,
     judge,
 )
-from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.verdicts.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
 Z = 1.959963984540054

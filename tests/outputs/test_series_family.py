@@ -20,7 +20,6 @@ from tests.support.config import default_config
 from tests.support.sweeps import spread
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.dag import build_dag
-from workflow_scripts.families import holm
 from workflow_scripts.fidelity.agreement import CHANGED, UNCHANGED, fisher_lower_p
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.loadgen.records import OK, RequestRecord
@@ -34,6 +33,7 @@ from workflow_scripts.outputs.fidelity_tables import (
 )
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
+from workflow_scripts.verdicts.families import holm
 
 FAMILY = "Holm over 4 points of the series at 5 %"
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from tests.support.refusals import names_key
 from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
 from workflow_scripts.config.probes import probe_of
 from workflow_scripts.outputs.search_files import walk
-from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.verdicts.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
 SERIES = "smollm2-135m__llamacpp-cpu__q4_1__none__goal"

@@ -26,7 +26,7 @@ from workflow_scripts.outputs.spec_gain import RANDOM_TOKENS_FLAG
 from workflow_scripts.slo.objectives import Slo
 from workflow_scripts.slo.point import evaluate_point
 from workflow_scripts.slo.search import Step, next_probe
-from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.verdicts.verdict import Verdict
 from workflow_scripts.vocabulary import RANDOM_TOKENS
 
 GOAL = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 52}})

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..slo.bounds import Z_95
-from ..slo.verdict import Verdict, attainment_verdict, combined, percentile_verdict
+from ..verdicts.bounds import Z_95
+from ..verdicts.verdict import Verdict, attainment_verdict, combined, percentile_verdict
 from ..vocabulary import ConfigError
 from .agreement import Agreement
 

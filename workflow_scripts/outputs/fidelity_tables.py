@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import write_text
-from ..families import p_text, verdict_text
 from ..fidelity.agreement import NO_VERDICT, Agreement, compare_outputs
 from ..fidelity.goals import KLD_FIGURES, NOT_MEASURED, FidelityFigures, FidelityGoal, judge
 from ..fidelity.judgement import Run, judge_runs
@@ -35,6 +34,7 @@ from ..fidelity.pairs import (
 )
 from ..fidelity.series import PointVerdict, SeriesVerdict, family_columns, judge_families
 from ..process.machine_use import disturbed, disturbed_note
+from ..verdicts.families import p_text, verdict_text
 from ..vocabulary import Cell
 from .report_html import write_tables_html
 from .writers import to_markdown

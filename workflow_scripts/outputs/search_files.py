@@ -27,7 +27,7 @@ from ..process.machine_use import disturbed
 from ..slo.objectives import Slo
 from ..slo.point import PointResult, evaluate_point, judge
 from ..slo.search import Plan, ProbeKey, SearchSettings, next_probe
-from ..slo.verdict import Verdict
+from ..verdicts.verdict import Verdict
 from ..vocabulary import Status
 from .record_index import load_cell
 

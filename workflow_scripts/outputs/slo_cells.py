@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..loadgen.metrics import FROM_SCHEDULE, FROM_SEND
-from ..slo.bounds import CONFIDENCE, min_samples_for_upper
 from ..slo.objectives import Slo
 from ..slo.point import judge
+from ..verdicts.bounds import CONFIDENCE, min_samples_for_upper
 from ..vocabulary import Cell, CellData, Status
 from .slo_text import attainment_text, objective_text
 

@@ -16,9 +16,9 @@ import pandas as pd
 from ..atomic import write_text
 from ..config.search import load_label
 from ..process.machine_use import disturbed_names, disturbed_note
-from ..slo.bounds import CONFIDENCE
 from ..slo.point import PointResult
 from ..slo.search import ProbeKey, SearchSettings, Step
+from ..verdicts.bounds import CONFIDENCE
 from ..vocabulary import NO_DRAFTER, RANDOM_TOKENS
 from .search_files import SearchOutcome
 from .slo_text import attainment_text, objective_text

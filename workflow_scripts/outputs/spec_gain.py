@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..families import LEVEL, family_text, holm
 from ..fidelity.agreement import CHANGED
 from ..loadgen.metrics import compute_metrics
 from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
+from ..verdicts.families import LEVEL, family_text, holm
 from ..vocabulary import RANDOM_TOKENS, CellMetrics, Status
 from .changes import FASTER, NO_DIFFERENCE, SLOWER, paired_changes, repeat_changes
 from .compact import (

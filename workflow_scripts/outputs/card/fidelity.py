@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...families import verdict_text
 from ...fidelity.agreement import CHANGED, NO_VERDICT, Agreement, PairVerdict, compare_outputs
 from ...fidelity.goals import FidelityGoal
 from ...fidelity.judgement import FLOOR_RUN, THIS_CELL, Run, judge_runs
 from ...fidelity.kld import kld_problem
 from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
+from ...verdicts.families import verdict_text
 from ...vocabulary import Status
 from ..fidelity_tables import goal_judgement
 from ..record_index import files_of, load_cell

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...families import verdict_text
 from ...process.machine_use import disturbed_note
+from ...verdicts.families import verdict_text
 from ...vocabulary import CellData, point_part
 from ..changes import FASTER, SLOWER
 from ..spec_gain import RANDOM_TOKENS_FLAG
