@@ -5,6 +5,7 @@ this is the layering a reader sees, and the check prints the imports that close 
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -104,6 +105,33 @@ def test_what_latency_and_fidelity_goals_both_judge_with_is_one_package_below_th
     assert not (PACKAGE / "families.py").exists()
     assert not (PACKAGE / "slo" / "bounds.py").exists()
     assert not (PACKAGE / "slo" / "verdict.py").exists()
+
+
+def test_the_kl_steps_are_planned_apart_from_running_the_tool():
+    """fidelity/kld_plan.py is what the DAG, the config checks and the tables know of the KL
+    divergence steps, parse time (no subprocess, nothing of cell/); fidelity/kld.py runs
+    llama-perplexity, and only the rules' bodies import it."""
+    graph = import_graph()
+    runners = {m for m, imports in graph.items() if "workflow_scripts.fidelity.kld" in imports}
+    assert runners == {
+        "workflow_scripts.entry.fidelity_base",
+        "workflow_scripts.entry.fidelity_kld",
+        "workflow_scripts.entry.fidelity_text",
+    }
+    assert "workflow_scripts.fidelity.kld_plan" in graph["workflow_scripts.fidelity.kld"]
+    plan = PACKAGE / "fidelity" / "kld_plan.py"
+    stdlib = {
+        node.module
+        for node in ast.walk(ast.parse(plan.read_text()))
+        if isinstance(node, ast.ImportFrom) and not node.level
+    } | {
+        alias.name
+        for node in ast.walk(ast.parse(plan.read_text()))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert stdlib <= {"__future__", "math", "collections.abc", "dataclasses", "typing"}, stdlib
+    assert not any(".cell." in m for m in graph["workflow_scripts.fidelity.kld_plan"])
 
 
 SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "files", "plots")

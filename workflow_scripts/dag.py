@@ -31,7 +31,7 @@ from .config.resources import (
 )
 from .config.sweeps import launch_cell, series_resources, shared_series
 from .dag_fidelity import FidelitySteps, UnknownCell
-from .fidelity.kld import kld_models
+from .fidelity.kld_plan import kld_models
 from .fidelity.pairs import FidelitySettings, floor_of, measured_pairs
 from .outputs.labels import (
     RULE_FILES,

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from .atomic import param_json
-from .fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
+from .fidelity.kld_plan import KldModel, KldSettings, KldStep, failure_key, kld_models
 from .fidelity.pairs import FLOOR, QUANT, Pair, floor_id, floor_of
 from .vocabulary import point_part
 
@@ -30,7 +30,7 @@ class FidelitySteps:
 
     @cached_property
     def kld(self) -> dict[str, KldModel]:
-        """The models with KL divergence steps (workflow_scripts.fidelity.kld.kld_models)."""
+        """The models with KL divergence steps (workflow_scripts.fidelity.kld_plan.kld_models)."""
         return kld_models(self.config, list(self.cells.values()))
 
     def kld_targets(self) -> list[str]:

@@ -22,7 +22,7 @@ from ..atomic import write_text
 from ..fidelity.agreement import NO_VERDICT, Agreement, compare_outputs
 from ..fidelity.goals import KLD_FIGURES, NOT_MEASURED, FidelityFigures, FidelityGoal, judge
 from ..fidelity.judgement import Run, judge_runs
-from ..fidelity.kld import kld_problem
+from ..fidelity.kld_plan import kld_problem
 from ..fidelity.pairs import (
     DRAFTER,
     FLOOR,

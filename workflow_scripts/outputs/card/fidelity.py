@@ -17,7 +17,7 @@ from typing import Any
 from ...fidelity.agreement import CHANGED, NO_VERDICT, Agreement, PairVerdict, compare_outputs
 from ...fidelity.goals import FidelityGoal
 from ...fidelity.judgement import FLOOR_RUN, THIS_CELL, Run, judge_runs
-from ...fidelity.kld import kld_problem
+from ...fidelity.kld_plan import kld_problem
 from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
 from ...verdicts.families import verdict_text
 from ...vocabulary import Status
