@@ -134,6 +134,32 @@ def test_the_kl_steps_are_planned_apart_from_running_the_tool():
     assert not any(".cell." in m for m in graph["workflow_scripts.fidelity.kld_plan"])
 
 
+FIDELITY_OUTPUT_MODULES = ("compared", "table", "frontier", "plot", "card", "files")
+
+
+def test_fidelitys_outputs_are_one_sub_package_with_one_pareto_frontier():
+    """outputs/fidelity/ holds what a run shows of output fidelity, one job a module, none over
+    300 lines, nothing of it left loose in outputs/ or in the card package; its frontier is the
+    sweeps' one Pareto frontier (no second copy); only the rule that draws imports matplotlib
+    (fidelity/plot.py)."""
+    graph = import_graph()
+    home = PACKAGE / "outputs" / "fidelity"
+    assert sorted(p.stem for p in home.glob("*.py")) == sorted(
+        [*FIDELITY_OUTPUT_MODULES, "__init__"]
+    )
+    for gone in ("fidelity_tables.py", "fidelity_plot.py", "card/fidelity.py"):
+        assert not (PACKAGE / "outputs" / gone).exists(), gone
+    for path in home.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 300, path
+    docstring = (home / "__init__.py").read_text()
+    assert all(f"`{name}`" in docstring for name in FIDELITY_OUTPUT_MODULES)
+    fidelity = "workflow_scripts.outputs.fidelity"
+    assert "workflow_scripts.outputs.sweeps.frontier" in graph[f"{fidelity}.frontier"]
+    assert "_dominated" not in (home / "frontier.py").read_text()
+    drawing = {m for m, imports in graph.items() if f"{fidelity}.plot" in imports}
+    assert drawing == {f"{fidelity}.files"}
+
+
 SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "files", "plots")
 
 

@@ -23,7 +23,8 @@ from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.outputs import cell_pairs, sweeps
 from workflow_scripts.outputs.changes import FASTER
-from workflow_scripts.outputs.fidelity_tables import fidelity_table, frontier_points, frontier_table
+from workflow_scripts.outputs.fidelity.frontier import frontier_points, frontier_table
+from workflow_scripts.outputs.fidelity.table import fidelity_table
 from workflow_scripts.outputs.front_page import answers_html
 from workflow_scripts.outputs.repeats import collapse_repeats
 from workflow_scripts.outputs.search_files import search_outcome

@@ -24,13 +24,10 @@ from workflow_scripts.fidelity.agreement import CHANGED, UNCHANGED, fisher_lower
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs import sweeps
-from workflow_scripts.outputs.card.fidelity import card_fidelity, fidelity_section
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, repeat_changes
-from workflow_scripts.outputs.fidelity_tables import (
-    drafter_output_verdicts,
-    fidelity_table,
-    fidelity_view,
-)
+from workflow_scripts.outputs.fidelity.card import card_fidelity, fidelity_section
+from workflow_scripts.outputs.fidelity.compared import drafter_output_verdicts
+from workflow_scripts.outputs.fidelity.table import fidelity_table, fidelity_view
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
 from workflow_scripts.verdicts.families import holm

@@ -14,6 +14,6 @@
 - `kld`: llama-perplexity run, its KL divergence of a GGUF quant against the reference's
   logits, on the fixed text it makes; what the tool prints is read by `perplexity_output`.
 
-The tables, the frontier and the figure built on them are outputs' (fidelity_tables.py,
-fidelity_plot.py).
+The table, the frontier, the figure and the card's section built on them are outputs'
+(outputs/fidelity/).
 """

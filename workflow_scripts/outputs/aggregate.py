@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
-from .fidelity_tables import drafter_output_verdicts
+from .fidelity.compared import drafter_output_verdicts
 from .record_index import read_index
 from .repeats import collapse_repeats
 from .report_html import write_tables_html

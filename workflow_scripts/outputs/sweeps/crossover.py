@@ -74,7 +74,7 @@ def crossover_summary(verdicts: Sequence[tuple[str, str | None]]) -> str:
 
 
 def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
-    """The drafter's outputs verdicts across a series (outputs.fidelity_tables), in a few words:
+    """The drafter's outputs verdicts across a series (outputs.fidelity.compared), in a few words:
     `unchanged` at every point, else each other verdict with its points (`changed at c4, c8`)."""
     verdicts = {v for _, v in points if v}
     if not verdicts:
