@@ -77,11 +77,6 @@ def test_the_latency_goal_core_sits_below_config_and_outputs():
     assert packages["slo"] <= {"vocabulary", "loadgen", "verdicts"}
     assert "slo" in packages["config"] and "slo" in packages["outputs"]
     assert "workflow_scripts.slo.search" in graph["workflow_scripts.config.search"]
-    assert "workflow_scripts.outputs.slo_search" not in graph  # its parts: search_files, slo_tables
-    # the search's files in one module the parse can import: no pandas, no tables
-    assert (
-        "workflow_scripts.outputs.slo_tables" not in graph["workflow_scripts.outputs.search_files"]
-    )
 
 
 def test_what_latency_and_fidelity_goals_both_judge_with_is_one_package_below_them():
@@ -132,6 +127,34 @@ def test_the_kl_steps_are_planned_apart_from_running_the_tool():
     }
     assert stdlib <= {"__future__", "math", "collections.abc", "dataclasses", "typing"}, stdlib
     assert not any(".cell." in m for m in graph["workflow_scripts.fidelity.kld_plan"])
+
+
+SEARCH_PARSE_MODULES = ("goals", "judgement", "walk", "outcome")  # no pandas: the DAG's
+SEARCH_MODULES = (*SEARCH_PARSE_MODULES, "tables", "figure", "cells", "text")
+
+
+def test_the_searchs_outputs_are_one_sub_package_its_parse_time_part_apart():
+    """outputs/search/ holds the latency-goal search's outputs and each cell's goal columns, one
+    job a module, none over 450 lines, nothing of it left loose in outputs/; the part the DAG
+    imports while the Snakefile is parsed and walked (goal files, judgements, the walk, the
+    outcome) imports none of the part that writes tables and draws, and only the slo_tables
+    rule imports the figure. (That the parse-time part pulls no pandas:
+    tests/test_parse_imports.py.)"""
+    graph = import_graph()
+    home = PACKAGE / "outputs" / "search"
+    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SEARCH_MODULES, "__init__"])
+    for gone in ("search_files", "slo_tables", "slo_cells", "slo_text", "slo_search"):
+        assert not (PACKAGE / "outputs" / f"{gone}.py").exists(), gone
+    for path in home.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 450, path
+    docstring = (home / "__init__.py").read_text()
+    assert all(f"`{name}`" in docstring for name in SEARCH_MODULES)
+    search = "workflow_scripts.outputs.search"
+    writing = {f"{search}.{name}" for name in ("tables", "figure", "cells", "text")}
+    for name in SEARCH_PARSE_MODULES:
+        assert not graph[f"{search}.{name}"] & writing, name
+    drawing = {m for m, imports in graph.items() if f"{search}.figure" in imports}
+    assert drawing == {"workflow_scripts.entry.slo_tables"}
 
 
 FIDELITY_OUTPUT_MODULES = ("compared", "table", "frontier", "plot", "card", "files")

@@ -15,7 +15,8 @@ from snakemake.io import ancient, report
 from .dag import Dag, UnknownCell
 from .job_functions import job_function
 from .outputs.labels import RULE_FILES
-from .outputs.search_files import read_verdict, walked_probes
+from .outputs.search.judgement import read_verdict
+from .outputs.search.walk import walked_probes
 
 
 def known(lookup: Callable[[str], Any], name: str) -> Any:

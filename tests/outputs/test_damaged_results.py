@@ -22,7 +22,7 @@ from tests.support.pipeline import tiny_config
 from workflow_scripts.dag import build_dag
 from workflow_scripts.outputs import compare_runs, writers
 from workflow_scripts.outputs.record_index import files_of
-from workflow_scripts.outputs.search_files import heal_probe, read_verdict, settled_verdict
+from workflow_scripts.outputs.search.judgement import heal_probe, read_verdict, settled_verdict
 from workflow_scripts.slo.objectives import Slo
 
 

@@ -10,7 +10,7 @@ from ...text import first_line
 from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import NOT_RUN, peak_mem_gib
 from ..fidelity.card import CHANGED_NOTE, CardFidelity, fidelity_section
-from ..slo_cells import slo_section, tail_note
+from ..search.cells import slo_section, tail_note
 from .configuration import configuration_section, tags
 from .measured import (
     by_turn_section,

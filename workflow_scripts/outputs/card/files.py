@@ -13,8 +13,8 @@ from ...loadgen.records import read_records
 from ...vocabulary import Cell, CellData
 from ..fidelity.card import card_fidelity
 from ..report_html import data_uri
-from ..search_files import read_goals
-from ..slo_cells import slo_entry
+from ..search.cells import slo_entry
+from ..search.goals import read_goals
 from .build import build_card, status_line
 from .model import Card
 from .render import render_html, render_markdown
