@@ -129,6 +129,23 @@ def test_the_kl_steps_are_planned_apart_from_running_the_tool():
     assert not any(".cell." in m for m in graph["workflow_scripts.fidelity.kld_plan"])
 
 
+def check_feature_package(name: str, modules: tuple[str, ...], gone: tuple[str, ...], lines: int):
+    """outputs/<name>/ holds exactly `modules`, each named in its docstring and none over
+    `lines` lines, and none of `gone` (paths under outputs/) is left."""
+    home = PACKAGE / "outputs" / name
+    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*modules, "__init__"])
+    for path in gone:
+        assert not (PACKAGE / "outputs" / path).exists(), path
+    for path in home.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= lines, path
+    docstring = (home / "__init__.py").read_text()
+    assert all(f"`{module}`" in docstring for module in modules)
+
+
+def importers(graph: dict[str, set[str]], module: str) -> set[str]:
+    return {m for m, imports in graph.items() if module in imports}
+
+
 SEARCH_PARSE_MODULES = ("goals", "judgement", "walk", "outcome")  # no pandas: the DAG's
 SEARCH_MODULES = (*SEARCH_PARSE_MODULES, "tables", "figure", "cells", "text")
 
@@ -140,21 +157,14 @@ def test_the_searchs_outputs_are_one_sub_package_its_parse_time_part_apart():
     outcome) imports none of the part that writes tables and draws, and only the slo_tables
     rule imports the figure. (That the parse-time part pulls no pandas:
     tests/test_parse_imports.py.)"""
+    gone = ("search_files", "slo_tables", "slo_cells", "slo_text", "slo_search")
+    check_feature_package("search", SEARCH_MODULES, tuple(f"{g}.py" for g in gone), 450)
     graph = import_graph()
-    home = PACKAGE / "outputs" / "search"
-    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SEARCH_MODULES, "__init__"])
-    for gone in ("search_files", "slo_tables", "slo_cells", "slo_text", "slo_search"):
-        assert not (PACKAGE / "outputs" / f"{gone}.py").exists(), gone
-    for path in home.glob("*.py"):
-        assert len(path.read_text().splitlines()) <= 450, path
-    docstring = (home / "__init__.py").read_text()
-    assert all(f"`{name}`" in docstring for name in SEARCH_MODULES)
     search = "workflow_scripts.outputs.search"
     writing = {f"{search}.{name}" for name in ("tables", "figure", "cells", "text")}
     for name in SEARCH_PARSE_MODULES:
         assert not graph[f"{search}.{name}"] & writing, name
-    drawing = {m for m, imports in graph.items() if f"{search}.figure" in imports}
-    assert drawing == {"workflow_scripts.entry.slo_tables"}
+    assert importers(graph, f"{search}.figure") == {"workflow_scripts.entry.slo_tables"}
 
 
 FIDELITY_OUTPUT_MODULES = ("compared", "table", "frontier", "plot", "card", "files")
@@ -165,22 +175,13 @@ def test_fidelitys_outputs_are_one_sub_package_with_one_pareto_frontier():
     300 lines, nothing of it left loose in outputs/ or in the card package; its frontier is the
     sweeps' one Pareto frontier (no second copy); only the rule that draws imports matplotlib
     (fidelity/plot.py)."""
+    gone = ("fidelity_tables.py", "fidelity_plot.py", "card/fidelity.py")
+    check_feature_package("fidelity", FIDELITY_OUTPUT_MODULES, gone, 300)
     graph = import_graph()
-    home = PACKAGE / "outputs" / "fidelity"
-    assert sorted(p.stem for p in home.glob("*.py")) == sorted(
-        [*FIDELITY_OUTPUT_MODULES, "__init__"]
-    )
-    for gone in ("fidelity_tables.py", "fidelity_plot.py", "card/fidelity.py"):
-        assert not (PACKAGE / "outputs" / gone).exists(), gone
-    for path in home.glob("*.py"):
-        assert len(path.read_text().splitlines()) <= 300, path
-    docstring = (home / "__init__.py").read_text()
-    assert all(f"`{name}`" in docstring for name in FIDELITY_OUTPUT_MODULES)
     fidelity = "workflow_scripts.outputs.fidelity"
     assert "workflow_scripts.outputs.sweeps.frontier" in graph[f"{fidelity}.frontier"]
-    assert "_dominated" not in (home / "frontier.py").read_text()
-    drawing = {m for m, imports in graph.items() if f"{fidelity}.plot" in imports}
-    assert drawing == {f"{fidelity}.files"}
+    assert "_dominated" not in (PACKAGE / "outputs" / "fidelity" / "frontier.py").read_text()
+    assert importers(graph, f"{fidelity}.plot") == {f"{fidelity}.files"}
 
 
 SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "files", "plots")
@@ -191,20 +192,12 @@ def test_the_sweeps_code_is_one_sub_package_with_its_intervals_in_stats():
     intervals come from outputs/stats.py and a point's name and typed load from vocabulary.py,
     beside SweepPoint (the search's planner reads the same); only the rule that draws imports
     matplotlib (sweeps/plots.py)."""
+    gone = ("sweeps.py", "sweep_files.py", "plots_sweeps.py")
+    check_feature_package("sweeps", SWEEP_MODULES, gone, 450)
     graph = import_graph()
-    home = PACKAGE / "outputs" / "sweeps"
-    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SWEEP_MODULES, "__init__"])
-    assert not (PACKAGE / "outputs" / "sweeps.py").exists()
-    assert not (PACKAGE / "outputs" / "sweep_files.py").exists()
-    assert not (PACKAGE / "outputs" / "plots_sweeps.py").exists()
-    for path in home.glob("*.py"):
-        assert len(path.read_text().splitlines()) <= 450, path
-    docstring = (home / "__init__.py").read_text()
-    assert all(f"`{name}`" in docstring for name in SWEEP_MODULES)
     sweeps = "workflow_scripts.outputs.sweeps"
     assert "workflow_scripts.outputs.stats" in graph[f"{sweeps}.gain"]
     for name in ("points", "gain", "crossover"):
         assert "workflow_scripts.vocabulary" in graph[f"{sweeps}.{name}"], name
     assert "workflow_scripts.vocabulary" in graph["workflow_scripts.slo.search"]
-    drawing = {m for m, imports in graph.items() if f"{sweeps}.plots" in imports}
-    assert drawing == {f"{sweeps}.files"}
+    assert importers(graph, f"{sweeps}.plots") == {f"{sweeps}.files"}
