@@ -1,7 +1,7 @@
 # Latency goals (docs/slo.md): each cell of a workload with an `slo` judged from its requests,
 # and each searched series walked probe by probe. A probe is a cell of its own, made by id when
-# the walk reaches it (workflow_scripts.workflow.dag, Dag.cell_of); its judgement is a checkpoint, so the
-# walk goes on only once the probe before it has a verdict (outputs/search_files.walked_probes).
+# the walk reaches it (workflow_scripts.workflow.dag, Dag.cell_of); its judgement is a checkpoint,
+# so the walk goes on only once the probe before it has a verdict (outputs/search/walk.py).
 
 
 checkpoint cell_slo:

@@ -74,14 +74,114 @@ def test_the_latency_goal_core_sits_below_config_and_outputs():
     neither (nor into cell/, engines/)."""
     graph = import_graph()
     packages = package_graph(graph)
-    assert packages["slo"] <= {"vocabulary", "loadgen"}
+    assert packages["slo"] <= {"vocabulary", "loadgen", "verdicts"}
     assert "slo" in packages["config"] and "slo" in packages["outputs"]
     assert "workflow_scripts.slo.search" in graph["workflow_scripts.config.search"]
-    assert "workflow_scripts.outputs.slo_search" not in graph  # its parts: search_files, slo_tables
-    # the search's files in one module the parse can import: no pandas, no tables
-    assert (
-        "workflow_scripts.outputs.slo_tables" not in graph["workflow_scripts.outputs.search_files"]
-    )
+
+
+def test_what_latency_and_fidelity_goals_both_judge_with_is_one_package_below_them():
+    """verdicts/ holds the bounds and intervals, the verdict words and families of verdicts
+    that slo/, fidelity/ and outputs/ all judge with: it imports only the load client's
+    percentile (one definition), each of them imports it, and none of its modules is left in
+    slo/ or at the package root."""
+    graph = import_graph()
+    packages = package_graph(graph)
+    home = PACKAGE / "verdicts"
+    assert sorted(p.stem for p in home.glob("*.py")) == [
+        "__init__",
+        "bounds",
+        "families",
+        "verdict",
+    ]
+    assert packages["verdicts"] <= {"loadgen"}
+    assert graph["workflow_scripts.verdicts.bounds"] == {"workflow_scripts.loadgen.metrics"}
+    for above in ("slo", "fidelity", "outputs"):
+        assert "verdicts" in packages[above], above
+    assert not (PACKAGE / "families.py").exists()
+    assert not (PACKAGE / "slo" / "bounds.py").exists()
+    assert not (PACKAGE / "slo" / "verdict.py").exists()
+
+
+def test_the_kl_steps_are_planned_apart_from_running_the_tool():
+    """fidelity/kld_plan.py is what the DAG, the config checks and the tables know of the KL
+    divergence steps, parse time (no subprocess, nothing of cell/); fidelity/kld.py runs
+    llama-perplexity, and only the rules' bodies import it."""
+    graph = import_graph()
+    runners = {m for m, imports in graph.items() if "workflow_scripts.fidelity.kld" in imports}
+    assert runners == {
+        "workflow_scripts.entry.fidelity_base",
+        "workflow_scripts.entry.fidelity_kld",
+        "workflow_scripts.entry.fidelity_text",
+    }
+    assert "workflow_scripts.fidelity.kld_plan" in graph["workflow_scripts.fidelity.kld"]
+    plan = PACKAGE / "fidelity" / "kld_plan.py"
+    stdlib = {
+        node.module
+        for node in ast.walk(ast.parse(plan.read_text()))
+        if isinstance(node, ast.ImportFrom) and not node.level
+    } | {
+        alias.name
+        for node in ast.walk(ast.parse(plan.read_text()))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert stdlib <= {"__future__", "math", "collections.abc", "dataclasses", "typing"}, stdlib
+    assert not any(".cell." in m for m in graph["workflow_scripts.fidelity.kld_plan"])
+
+
+def check_feature_package(name: str, modules: tuple[str, ...], gone: tuple[str, ...], lines: int):
+    """outputs/<name>/ holds exactly `modules`, each named in its docstring and none over
+    `lines` lines, and none of `gone` (paths under outputs/) is left."""
+    home = PACKAGE / "outputs" / name
+    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*modules, "__init__"])
+    for path in gone:
+        assert not (PACKAGE / "outputs" / path).exists(), path
+    for path in home.glob("*.py"):
+        assert len(path.read_text().splitlines()) <= lines, path
+    docstring = (home / "__init__.py").read_text()
+    assert all(f"`{module}`" in docstring for module in modules)
+
+
+def importers(graph: dict[str, set[str]], module: str) -> set[str]:
+    return {m for m, imports in graph.items() if module in imports}
+
+
+SEARCH_PARSE_MODULES = ("goals", "judgement", "walk", "outcome")  # no pandas: the DAG's
+SEARCH_MODULES = (*SEARCH_PARSE_MODULES, "tables", "figure", "cells", "text")
+
+
+def test_the_searchs_outputs_are_one_sub_package_its_parse_time_part_apart():
+    """outputs/search/ holds the latency-goal search's outputs and each cell's goal columns, one
+    job a module, none over 450 lines, nothing of it left loose in outputs/; the part the DAG
+    imports while the Snakefile is parsed and walked (goal files, judgements, the walk, the
+    outcome) imports none of the part that writes tables and draws, and only the slo_tables
+    rule imports the figure. (That the parse-time part pulls no pandas:
+    tests/test_parse_imports.py.)"""
+    gone = ("search_files", "slo_tables", "slo_cells", "slo_text", "slo_search")
+    check_feature_package("search", SEARCH_MODULES, tuple(f"{g}.py" for g in gone), 450)
+    graph = import_graph()
+    search = "workflow_scripts.outputs.search"
+    writing = {f"{search}.{name}" for name in ("tables", "figure", "cells", "text")}
+    for name in SEARCH_PARSE_MODULES:
+        assert not graph[f"{search}.{name}"] & writing, name
+    assert importers(graph, f"{search}.figure") == {"workflow_scripts.entry.slo_tables"}
+
+
+FIDELITY_OUTPUT_MODULES = ("compared", "table", "frontier", "plot", "card", "files")
+
+
+def test_fidelitys_outputs_are_one_sub_package_with_one_pareto_frontier():
+    """outputs/fidelity/ holds what a run shows of output fidelity, one job a module, none over
+    300 lines, nothing of it left loose in outputs/ or in the card package; its frontier is the
+    sweeps' one Pareto frontier (no second copy); only the rule that draws imports matplotlib
+    (fidelity/plot.py)."""
+    gone = ("fidelity_tables.py", "fidelity_plot.py", "card/fidelity.py")
+    check_feature_package("fidelity", FIDELITY_OUTPUT_MODULES, gone, 300)
+    graph = import_graph()
+    fidelity = "workflow_scripts.outputs.fidelity"
+    assert "workflow_scripts.outputs.sweeps.frontier" in graph[f"{fidelity}.frontier"]
+    assert "_dominated" not in (PACKAGE / "outputs" / "fidelity" / "frontier.py").read_text()
+    assert importers(graph, f"{fidelity}.plot") == {f"{fidelity}.files"}
 
 
 SWEEP_MODULES = ("points", "frontier", "gain", "crossover", "cards", "build", "files", "plots")
@@ -92,23 +192,15 @@ def test_the_sweeps_code_is_one_sub_package_with_its_intervals_in_stats():
     intervals come from outputs/stats.py and a point's name and typed load from vocabulary.py,
     beside SweepPoint (the search's planner reads the same); only the rule that draws imports
     matplotlib (sweeps/plots.py)."""
+    gone = ("sweeps.py", "sweep_files.py", "plots_sweeps.py")
+    check_feature_package("sweeps", SWEEP_MODULES, gone, 450)
     graph = import_graph()
-    home = PACKAGE / "outputs" / "sweeps"
-    assert sorted(p.stem for p in home.glob("*.py")) == sorted([*SWEEP_MODULES, "__init__"])
-    assert not (PACKAGE / "outputs" / "sweeps.py").exists()
-    assert not (PACKAGE / "outputs" / "sweep_files.py").exists()
-    assert not (PACKAGE / "outputs" / "plots_sweeps.py").exists()
-    for path in home.glob("*.py"):
-        assert len(path.read_text().splitlines()) <= 450, path
-    docstring = (home / "__init__.py").read_text()
-    assert all(f"`{name}`" in docstring for name in SWEEP_MODULES)
     sweeps = "workflow_scripts.outputs.sweeps"
     assert "workflow_scripts.outputs.stats" in graph[f"{sweeps}.gain"]
     for name in ("points", "gain", "crossover"):
         assert "workflow_scripts.vocabulary" in graph[f"{sweeps}.{name}"], name
     assert "workflow_scripts.vocabulary" in graph["workflow_scripts.slo.search"]
-    drawing = {m for m, imports in graph.items() if f"{sweeps}.plots" in imports}
-    assert drawing == {f"{sweeps}.files"}
+    assert importers(graph, f"{sweeps}.plots") == {f"{sweeps}.files"}
 
 
 SOURCE_MODULES = ("base", "registry", "sharegpt", "humaneval", "jsonl", "random_words", "trace")

@@ -47,7 +47,7 @@ def guarded_env(tmp_path: Path) -> dict[str, str]:
 def test_the_guard_refuses_pandas_from_the_workflows_code(tmp_path):
     """The guard can fail: a module of the workflow that imports pandas is refused under it."""
     proc = subprocess.run(
-        [sys.executable, "-c", "import workflow_scripts.outputs.slo_tables"],
+        [sys.executable, "-c", "import workflow_scripts.outputs.search.tables"],
         cwd=ROOT,
         env=guarded_env(tmp_path),
         capture_output=True,
@@ -55,6 +55,26 @@ def test_the_guard_refuses_pandas_from_the_workflows_code(tmp_path):
     )
     assert proc.returncode != 0
     assert "the parse imported pandas" in proc.stderr
+
+
+PARSE_TIME = [
+    *(f"workflow_scripts.outputs.search.{m}" for m in ("goals", "judgement", "walk", "outcome")),
+    "workflow_scripts.fidelity.kld_plan",
+]
+
+
+def test_the_parse_time_modules_of_the_search_and_the_kl_steps_import_no_pandas(tmp_path):
+    """What the DAG imports of the search's outputs (goal files, judgements, the walk, the
+    outcome) and of the KL steps (their plan), each under the guard: none pulls pandas, numpy
+    or matplotlib (the search's tables do: the guard refuses them, above)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import {', '.join(PARSE_TIME)}"],
+        cwd=ROOT,
+        env=guarded_env(tmp_path),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize("flag", ["--list", "-n"])

@@ -76,6 +76,32 @@ def test_the_schema_alone_refuses_a_bad_goal_or_search_naming_its_key(bad, key):
     assert names_key(str(error.value), f"workloads.w.{key}"), str(error.value)
 
 
+FIDELITY_BAD = [
+    ({}, ""),  # no objective
+    ({"kld_max": {"max": 1}}, ".kld_max"),  # no such figure
+    ({"kld_mean": {"min": 1}}, ".kld_mean.max"),  # the other bound
+    ({"same_top_pct": {"min": 90, "max": 99}}, ".same_top_pct.max"),  # both bounds
+    ({"same_top_pct": 90}, ".same_top_pct"),  # a number, not a bound
+    ({"kld_p99": {"max": "small"}}, ".kld_p99.max"),  # not a number
+    ({"kld_p99": {"max": True}}, ".kld_p99.max"),  # a bool is not a number
+]
+
+
+@pytest.mark.parametrize("at", ["fidelity", "models.smollm2-135m.fidelity"])
+@pytest.mark.parametrize(("bad", "key"), FIDELITY_BAD, ids=[str(b) for b, _ in FIDELITY_BAD])
+def test_the_schema_alone_refuses_a_fidelity_goal_that_means_nothing_naming_its_key(bad, key, at):
+    """What FidelityGoal.from_dict refused by hand until it read the goal as the schema states
+    it: each refused by the schema, matrix-wide and per model, naming the key."""
+    config = copy.deepcopy(config_of())  # its models are shared with other tests' configs
+    if at == "fidelity":
+        config["fidelity"] = bad
+    else:
+        config["models"]["smollm2-135m"]["fidelity"] = bad
+    with pytest.raises(ConfigError) as error:
+        check_schema(config)
+    assert names_key(str(error.value), at + key), str(error.value)
+
+
 def test_a_goal_without_an_objective_says_which_keys_would_do():
     with pytest.raises(ConfigError, match=r"'workloads\.w\.slo': missing: one of ttft_ms, "):
         check_schema(config_of(slo={"attainment": 0.9}))

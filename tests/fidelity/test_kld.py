@@ -14,8 +14,6 @@ from tests.support.config import default_config
 from tests.support.engines import smollm2_chain_quants
 from workflow_scripts.fidelity import kld
 from workflow_scripts.fidelity.kld import (
-    KldSettings,
-    KldStep,
     base_argv,
     check_chunks,
     conversation_text,
@@ -24,6 +22,7 @@ from workflow_scripts.fidelity.kld import (
     sha256_bytes,
     write_failure,
 )
+from workflow_scripts.fidelity.kld_plan import KldSettings, KldStep
 from workflow_scripts.fidelity.perplexity_output import (
     BaseFigures,
     PerplexityError,

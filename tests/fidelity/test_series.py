@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import pytest
 
 from tests.fixtures.sweeps.law import Law, answer_token, prompt_seed
-from workflow_scripts.families import LEVEL
 from workflow_scripts.fidelity.agreement import (
     CHANGED,
     UNCHANGED,
@@ -23,7 +22,8 @@ from workflow_scripts.fidelity.agreement import (
     compare_outputs,
 )
 from workflow_scripts.fidelity.series import SeriesPoint, judge_series
-from workflow_scripts.slo.bounds import clopper_pearson
+from workflow_scripts.verdicts.bounds import clopper_pearson
+from workflow_scripts.verdicts.families import LEVEL
 
 LABELS = ["c1", "c8", "c32", "c128"]
 

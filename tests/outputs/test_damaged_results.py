@@ -21,7 +21,7 @@ from tests.support.outputs import BASE, DRAFTER, FIXTURES, REPO, fixture_cells
 from tests.support.pipeline import tiny_config
 from workflow_scripts.outputs import compare_runs, writers
 from workflow_scripts.outputs.record_index import files_of
-from workflow_scripts.outputs.search_files import heal_probe, read_verdict, settled_verdict
+from workflow_scripts.outputs.search.judgement import heal_probe, read_verdict, settled_verdict
 from workflow_scripts.slo.objectives import Slo
 from workflow_scripts.workflow.dag import build_dag
 

@@ -23,11 +23,12 @@ from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.outputs import cell_pairs, sweeps
 from workflow_scripts.outputs.changes import FASTER
-from workflow_scripts.outputs.fidelity_tables import fidelity_table, frontier_points, frontier_table
+from workflow_scripts.outputs.fidelity.frontier import frontier_points, frontier_table
+from workflow_scripts.outputs.fidelity.table import fidelity_table
 from workflow_scripts.outputs.front_page import answers_html
 from workflow_scripts.outputs.repeats import collapse_repeats
-from workflow_scripts.outputs.search_files import search_outcome
-from workflow_scripts.outputs.slo_tables import drafter_goal_rows, slo_row, write_slo_tables
+from workflow_scripts.outputs.search.outcome import search_outcome
+from workflow_scripts.outputs.search.tables import drafter_goal_rows, slo_row, write_slo_tables
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
 from workflow_scripts.outputs.tables import summary_frame, summary_rows

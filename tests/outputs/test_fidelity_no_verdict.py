@@ -15,12 +15,9 @@ from workflow_scripts.atomic import write_json, write_text
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.loadgen.records import RequestRecord
-from workflow_scripts.outputs.card.fidelity import card_fidelity, fidelity_section
-from workflow_scripts.outputs.fidelity_tables import (
-    drafter_output_verdicts,
-    fidelity_table,
-    fidelity_view,
-)
+from workflow_scripts.outputs.fidelity.card import card_fidelity, fidelity_section
+from workflow_scripts.outputs.fidelity.compared import drafter_output_verdicts
+from workflow_scripts.outputs.fidelity.table import fidelity_table, fidelity_view
 
 SMOL = "smollm2-135m__llamacpp-cpu"
 F16, Q4 = (f"{SMOL}__{q}__none__c4" for q in ("f16", "q4_0"))

@@ -9,12 +9,9 @@ import pytest
 from tests.support.config import default_config
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
-from workflow_scripts.outputs.fidelity_tables import (
-    drafter_output_verdicts,
-    fidelity_table,
-    frontier_points,
-    frontier_table,
-)
+from workflow_scripts.outputs.fidelity.compared import drafter_output_verdicts
+from workflow_scripts.outputs.fidelity.frontier import frontier_points, frontier_table
+from workflow_scripts.outputs.fidelity.table import fidelity_table
 from workflow_scripts.outputs.front_page import answers_html
 
 SMOL = "smollm2-135m__llamacpp-cpu"
@@ -156,3 +153,34 @@ def test_the_front_page_answers_with_the_frontier_and_leaves_out_an_empty_one(tm
         answers_html([str(tmp_path / "fidelity_frontier.csv"), str(tmp_path / "fidelity.png")])
         == []
     )
+
+
+def test_the_frontier_keeps_ties_and_drops_a_quant_another_beats_on_both():
+    """Decode tok/s against KL mean, a hand-made table: q8_0 and q6_k tie (both on it), q5_k
+    has their loss and is slower (off), q4_0 is faster with more loss (on), q3_k is slower and
+    lossier than q4_0 (off); the reference, loss 0, is on. What the sweeps' Pareto frontier
+    gives with the loss negated, as the dominance test it replaced gave."""
+    speeds = {"q8_0": 20.0, "q6_k": 20.0, "q5_k": 15.0, "q4_0": 30.0, "q3_k": 25.0}
+    losses = {"q8_0": 0.01, "q6_k": 0.01, "q5_k": 0.01, "q4_0": 0.05, "q3_k": 0.06}
+    rows = [
+        {
+            "kind": "quant",
+            "model": "m",
+            "engine": "e",
+            "workload": "w",
+            "reference_cell": "m__f16",
+            "cell": f"m__{quant}",
+            "quant": quant,
+            "decode_tok_s": speed,
+            "kld_mean": losses[quant],
+            "identical_pct": None,
+            "goal_verdict": None,
+        }
+        for quant, speed in speeds.items()
+    ]
+    metrics = {"m__f16": {"decode_tok_s": 10.0}}
+    reference = build_cells(validate_config(default_config()))[0]
+    points = frontier_points(pd.DataFrame(rows), metrics, {"m__f16": reference})
+    on = {p["cell"] for p in points if p["frontier"]}
+    assert on == {"m__f16", "m__q8_0", "m__q6_k", "m__q4_0"}
+    assert [p["loss"] for p in points] == [0.0, 0.01, 0.01, 0.01, 0.05, 0.06]

@@ -23,7 +23,7 @@ from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.loadgen.records import ERROR, OK, RequestRecord, pair_requests
 from workflow_scripts.outputs import cell_pairs
 from workflow_scripts.outputs.changes import PAIRED_PROMPTS, cell_changes
-from workflow_scripts.outputs.fidelity_tables import fidelity_table, fidelity_view
+from workflow_scripts.outputs.fidelity.table import fidelity_table, fidelity_view
 from workflow_scripts.outputs.spec_gain import common_subset_figures, paired_gain_columns
 
 LLAMA = "smollm2-135m__llamacpp-cpu__f16__none__c4"

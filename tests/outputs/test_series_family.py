@@ -19,20 +19,17 @@ from tests.outputs.test_sweeps import LOADS, done_series, front_page, outputs_un
 from tests.support.config import default_config
 from tests.support.sweeps import spread
 from workflow_scripts.config.matrix import build_cells, validate_config
-from workflow_scripts.families import holm
 from workflow_scripts.fidelity.agreement import CHANGED, UNCHANGED, fisher_lower_p
 from workflow_scripts.fidelity.pairs import FidelitySettings, floor_id
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs import sweeps
-from workflow_scripts.outputs.card.fidelity import card_fidelity, fidelity_section
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, repeat_changes
-from workflow_scripts.outputs.fidelity_tables import (
-    drafter_output_verdicts,
-    fidelity_table,
-    fidelity_view,
-)
+from workflow_scripts.outputs.fidelity.card import card_fidelity, fidelity_section
+from workflow_scripts.outputs.fidelity.compared import drafter_output_verdicts
+from workflow_scripts.outputs.fidelity.table import fidelity_table, fidelity_view
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
+from workflow_scripts.verdicts.families import holm
 from workflow_scripts.workflow.dag import build_dag
 
 FAMILY = "Holm over 4 points of the series at 5 %"

@@ -26,7 +26,7 @@ from workflow_scripts.outputs.card import build_card, render_markdown
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, SLOWER
 from workflow_scripts.outputs.spec_gain import RANDOM_TOKENS_FLAG
 from workflow_scripts.outputs.sweeps.files import write_sweeps
-from workflow_scripts.slo.bounds import wilson_interval
+from workflow_scripts.verdicts.bounds import wilson_interval
 from workflow_scripts.vocabulary import RANDOM_TOKENS, Status
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -29,9 +29,9 @@ from tests.support.pipeline import (
     tiny_config,
     write_config,
 )
-from workflow_scripts.families import Stratum, holm, stratified_lower_p
 from workflow_scripts.fidelity.agreement import fisher_lower_p
 from workflow_scripts.fidelity.pairs import floor_id
+from workflow_scripts.verdicts.families import Stratum, holm, stratified_lower_p
 
 pytestmark = [pytest.mark.standin]
 

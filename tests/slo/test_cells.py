@@ -1,5 +1,5 @@
 """Every cell of a workload with a latency goal, judged in the summary and on its card
-(workflow_scripts.outputs.slo_cells): its verdict, goodput and attainment columns, a card section
+(workflow_scripts.outputs.search.cells): its verdict, goodput and attainment columns, a card section
 with each objective's percentile beside its bound and limit, and a say-so wherever a p90/p99 rests
 on too few requests to bound it. Hand-made records (no stand-in server); the cells come from a
 real config."""
@@ -13,7 +13,7 @@ from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.records import OK, RequestRecord
 from workflow_scripts.outputs.card.build import build_card
 from workflow_scripts.outputs.card.render import render_markdown
-from workflow_scripts.outputs.slo_cells import slo_columns, slo_section, tail_note, with_slo
+from workflow_scripts.outputs.search.cells import slo_columns, slo_section, tail_note, with_slo
 from workflow_scripts.outputs.tables import summary_table
 from workflow_scripts.slo.objectives import Slo
 

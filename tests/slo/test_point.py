@@ -17,7 +17,12 @@ from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
 from workflow_scripts.slo.objectives import Objective, Slo
 from workflow_scripts.slo.point import evaluate_point, meets_goal
-from workflow_scripts.slo.verdict import Verdict, attainment_verdict, combined, percentile_verdict
+from workflow_scripts.verdicts.verdict import (
+    Verdict,
+    attainment_verdict,
+    combined,
+    percentile_verdict,
+)
 from workflow_scripts.vocabulary import ConfigError
 
 TOKENS = 11

@@ -18,7 +18,7 @@ from tests.support.refusals import names_key
 from workflow_scripts.config.matrix import build_searches, validate_config
 from workflow_scripts.config.search import goal_of, load_label, probe_part
 from workflow_scripts.slo.search import Action, SearchSettings, Step, next_probe
-from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.verdicts.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
 P, F, U = Verdict.PASS, Verdict.FAIL, Verdict.UNRESOLVED

@@ -15,8 +15,10 @@ from tests.support.pipeline import tiny_config, tiny_workload
 from tests.support.refusals import names_key
 from workflow_scripts.config.matrix import build_cells, build_searches, validate_config
 from workflow_scripts.config.probes import probe_of
-from workflow_scripts.outputs.search_files import walk
-from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.outputs.search.goals import search_record
+from workflow_scripts.outputs.search.outcome import measured_probes, probe_cells
+from workflow_scripts.outputs.search.walk import walk
+from workflow_scripts.verdicts.verdict import Verdict
 from workflow_scripts.vocabulary import ConfigError
 
 SERIES = "smollm2-135m__llamacpp-cpu__q4_1__none__goal"
@@ -259,3 +261,27 @@ def test_the_smallest_rate_accepted_round_trips_through_its_probe_id():
     for load in (MIN_RATE, search.settings.normal(MIN_RATE * 1.23456789)):
         probe = search.probe_id((load, 1))
         assert probe_of(searches, probe) == (search, (load, 1)), probe
+
+
+def test_the_end_of_run_lines_and_the_tables_list_a_searchs_probes_by_one_reading(tmp_path):
+    """Hand-made cells folder: the probes of the series in load order, whether a walk reaches
+    them or not (the tables read every measured one: one off the walk shows a non-monotone
+    law); not `c08` (no canonical id), a folder of another series, a file named like a probe,
+    or a load beyond the search. The end-of-run lines list each probe folder; the tables each
+    probe with both its files."""
+    search = build_searches(validate_config(config()))[SERIES]
+    cells = tmp_path / "cells"
+    for name in ("c8", "c1", "c4-x1", "c4", "c2", "c08", "c32"):
+        (cells / f"{SERIES}-{name}").mkdir(parents=True)
+    (cells / f"{SERIES}-c16").write_text("")  # a file, not a probe's folder
+    (cells / f"{SERIES.replace('q4_1', 'q4_0')}-c2").mkdir()  # another series
+    for name in ("c1", "c2", "c4", "c8"):  # c4-x1 has no requests.jsonl yet
+        for file in ("metrics.json", "requests.jsonl"):
+            (cells / f"{SERIES}-{name}" / file).write_text(
+                '{"cell": "x", "status": "done"}' if file == "metrics.json" else ""
+            )
+    (cells / f"{SERIES}-c4-x1" / "metrics.json").write_text('{"status": "done"}')
+    listed = probe_cells(cells, [search])
+    assert listed == [f"{SERIES}-{name}" for name in ("c1", "c2", "c4", "c4-x1", "c8")]
+    measured = measured_probes(search_record(search), search.settings, cells)
+    assert list(measured) == [(1, 0), (2, 0), (4, 0), (8, 0)]

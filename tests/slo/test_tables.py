@@ -1,4 +1,4 @@
-"""The latency-goal tables (workflow_scripts.outputs.slo_tables) from searches run end to end
+"""The latency-goal tables (workflow_scripts.outputs.search.tables) from searches run end to end
 on simulated probes with a known law (TPOT = a + b x concurrency, ±2 %): the row of a series
 (its answer, every probe with verdict and bound, goodput and throughput at the answer, probe
 count and wall time), the notes for an undecided and a non-monotone search, and the drafter at
@@ -15,8 +15,9 @@ import pytest
 from tests.slo.configured import search_settings
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
-from workflow_scripts.outputs.search_files import SearchOutcome, judge_files
-from workflow_scripts.outputs.slo_tables import (
+from workflow_scripts.outputs.search.judgement import judge_files
+from workflow_scripts.outputs.search.outcome import SearchOutcome
+from workflow_scripts.outputs.search.tables import (
     drafter_goal_rows,
     probe_text,
     slo_row,
@@ -26,7 +27,7 @@ from workflow_scripts.outputs.spec_gain import RANDOM_TOKENS_FLAG
 from workflow_scripts.slo.objectives import Slo
 from workflow_scripts.slo.point import evaluate_point
 from workflow_scripts.slo.search import Step, next_probe
-from workflow_scripts.slo.verdict import Verdict
+from workflow_scripts.verdicts.verdict import Verdict
 from workflow_scripts.vocabulary import RANDOM_TOKENS
 
 GOAL = Slo.from_dict({"tpot_ms": {"percentile": 90, "max": 52}})

@@ -1,6 +1,6 @@
 """Config checks of output fidelity that need the cells: a fidelity goal or a floor run that
 compares outputs beside a workload that keeps none (`record_outputs: false`), and a goal
-bounding a KL figure for a model no engine of the matrix can measure it for (fidelity.kld).
+bounding a KL figure for a model no engine of the matrix can measure it for (fidelity.kld_plan).
 Each refusal names the keys that contradict each other, before anything runs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..fidelity.goals import KLD_FIGURES
-from ..fidelity.kld import no_kld_reason
+from ..fidelity.kld_plan import no_kld_reason
 from ..vocabulary import Cell, ConfigError
 
 # The goal's figure read from the cells' outputs (the others come from llama-perplexity).

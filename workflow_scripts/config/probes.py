@@ -25,7 +25,7 @@ LONGEST_RATE = "0.000123457"  # a probe's rate at its longest: 6 digits (slo.sea
 
 @dataclass(frozen=True)
 class Search:
-    """One series' search to run (its outcome: `outputs.search_files.SearchOutcome`): the cell
+    """One series' search to run (its outcome: `outputs.search.outcome.SearchOutcome`): the cell
     its probes are made from (its load the search's min), the configured workload it searches,
     its goal and its search."""
 

@@ -4,7 +4,7 @@ import json
 
 from workflow_scripts.entry import stderr_to_log
 from workflow_scripts.fidelity.pairs import FidelitySettings
-from workflow_scripts.outputs.fidelity_tables import write_fidelity
+from workflow_scripts.outputs.fidelity.files import write_fidelity
 from workflow_scripts.outputs.record_index import read_index
 from workflow_scripts.vocabulary import Cell
 

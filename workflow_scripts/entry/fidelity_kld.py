@@ -5,7 +5,8 @@ import json
 import traceback
 
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.fidelity.kld import KldStep, measure_kld, write_failure
+from workflow_scripts.fidelity.kld import measure_kld, write_failure
+from workflow_scripts.fidelity.kld_plan import KldStep
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):

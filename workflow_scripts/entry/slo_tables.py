@@ -4,8 +4,9 @@ series' search files (the probes are read from the cells folder beside them)."""
 from workflow_scripts.entry import stderr_to_log
 from workflow_scripts.outputs.plots import save_figure
 from workflow_scripts.outputs.report_html import write_tables_html
-from workflow_scripts.outputs.search_files import read_searches
-from workflow_scripts.outputs.slo_tables import DRAFTER_GOAL_INTRO, search_figure, write_slo_tables
+from workflow_scripts.outputs.search.figure import search_figure
+from workflow_scripts.outputs.search.outcome import read_searches
+from workflow_scripts.outputs.search.tables import DRAFTER_GOAL_INTRO, write_slo_tables
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):

@@ -8,9 +8,12 @@
 - `series`: a sweep series' verdicts as a family: Holm's step-down over its points and one
   verdict pooled over them (an exact stratified test).
 - `goals`: a fidelity goal judged pass / fail / unresolved from the figures' intervals.
-- `kld`: llama-perplexity's KL divergence of a GGUF quant against the reference's logits;
-  what the tool prints is read by `perplexity_output`.
+- `kld_plan`: which KL divergence steps a matrix has, each step's settings and failure key,
+  and whether a step's record can be used; parse time, stdlib and parse-time modules only (the
+  DAG and the config checks ask it while the Snakefile is parsed).
+- `kld`: llama-perplexity run, its KL divergence of a GGUF quant against the reference's
+  logits, on the fixed text it makes; what the tool prints is read by `perplexity_output`.
 
-The tables, the frontier and the figure built on them are outputs' (fidelity_tables.py,
-fidelity_plot.py).
+The table, the frontier, the figure and the card's section built on them are outputs'
+(outputs/fidelity/).
 """

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..loadgen.metrics import percentile
 from ..loadgen.records import pair_requests
-from ..slo.bounds import wilson_interval
+from ..verdicts.bounds import wilson_interval
 
 UNCHANGED, CHANGED, UNRESOLVED = "unchanged", "changed", "unresolved"
 NO_VERDICT = "no verdict"  # nothing the outputs can be judged on (fidelity.judgement)

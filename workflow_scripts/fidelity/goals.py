@@ -21,9 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..slo.bounds import Z_95
-from ..slo.verdict import Verdict, attainment_verdict, combined, percentile_verdict
-from ..vocabulary import ConfigError
+from ..verdicts.bounds import Z_95
+from ..verdicts.verdict import Verdict, attainment_verdict, combined, percentile_verdict
 from .agreement import Agreement
 
 NOT_MEASURED = "not measured"
@@ -160,25 +159,16 @@ class FidelityGoal:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FidelityGoal:
-        """A goal as the config states it; a key or bound that means nothing is refused,
-        naming it (the schema refuses them first; this is the same rule, read)."""
-        unknown = sorted(set(data) - set(BOUNDS))
-        if unknown:
-            raise ConfigError(f"fidelity: unknown key {unknown[0]!r} (known: {', '.join(BOUNDS)})")
-        objectives = []
-        for figure, (bound, _) in BOUNDS.items():
-            if figure not in data:
-                continue
-            limit = data[figure]
-            if not isinstance(limit, Mapping) or set(limit) != {bound}:
-                raise ConfigError(f"fidelity.{figure}: needs exactly {{{bound}: <number>}}")
-            value = limit[bound]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f"fidelity.{figure}.{bound}: {value!r} is not a number")
-            objectives.append(FidelityObjective(figure, bound, float(value)))
-        if not objectives:
-            raise ConfigError(f"fidelity: names no objective (one of: {', '.join(BOUNDS)})")
-        return cls(tuple(objectives))
+        """A goal as the config states it (its schema, `$defs.fidelity`, refused a key or bound
+        that means nothing, a limit that is no number and a goal without an objective) or as
+        `to_dict` wrote it."""
+        return cls(
+            tuple(
+                FidelityObjective(figure, bound, float(data[figure][bound]))
+                for figure, (bound, _) in BOUNDS.items()
+                if figure in data
+            )
+        )
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """As the config spells it (a canonical param: a changed goal changes it)."""

@@ -2,11 +2,11 @@
 (`agreement.judge_pair`, a Fisher test at ALPHA), then
 
 - per point, the family verdict: the points' p-values adjusted by Holm's step-down across the
-  series (`families.holm`), so a series whose outputs do not change reads `changed` at some
-  point in at most ALPHA of runs, however many points it has;
+  series (`verdicts.families.holm`), so a series whose outputs do not change reads `changed`
+  at some point in at most ALPHA of runs, however many points it has;
 - for the series, one pooled verdict: the exact stratified test over its points
-  (`families.stratified_lower_p`), each point a stratum holding the pair against its floor, so
-  evidence spread thinly over the points adds up and no one point decides alone;
+  (`verdicts.families.stratified_lower_p`), each point a stratum holding the pair against its
+  floor, so evidence spread thinly over the points adds up and no one point decides alone;
 - a note where the points and the pooled verdict disagree, and where a point was below its
   floor on its own but not as one of the family.
 
@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..families import Stratum, family_text, holm, smallest_stratified_p, stratified_lower_p
+from ..verdicts.families import (
+    Stratum,
+    family_text,
+    holm,
+    smallest_stratified_p,
+    stratified_lower_p,
+)
 from ..vocabulary import Cell, point_part
 from .agreement import ALPHA, CHANGED, UNCHANGED, UNRESOLVED, Agreement, PairVerdict, judge_pair
 from .pairs import FLOOR, Pair

@@ -7,10 +7,9 @@ published figures (`reference`); result cards (`card/`); figures (`plots`, `plot
 sweeps' tables, cards and figures (`sweeps/`); the HTML report (`report_html`) and its front
 page (`front_page`); the table a run ends with (`run_end`, `compact`); a cell's intervals
 (`stats`), the change between two cells (`changes`), a run's steadiness (`stability`), repeats
-folded into one row (`repeats`); a latency-goal search on disk, without pandas (`search_files`:
-goal files, judgements, the walk of its probes), each cell judged against its goal
-(`slo_cells`, read as table text by `slo_text`) and the goal tables, each series' largest load
-within its goal and the drafter at the goal (`slo_tables`); output fidelity, each compared cell
-against its reference with the speed-fidelity frontier (`fidelity_tables`, drawn by
-`fidelity_plot`); conversations' TTFT and prefix-cache hit by turn (`conversations`). What the
-Snakefile needs while it is parsed is in `labels`, which imports neither pandas nor matplotlib."""
+folded into one row (`repeats`); latency goals and their search (`search/`: the goal files,
+the probes' judgements and the walk, without pandas; the goal tables, the figure, each cell's
+goal columns); output fidelity (`fidelity/`: each pair judged once, the table, the
+speed-fidelity frontier, its figure, the card's section, the rule's work); conversations' TTFT
+and prefix-cache hit by turn (`conversations`). What the Snakefile needs while it is parsed is
+in `labels`, which imports neither pandas nor matplotlib."""

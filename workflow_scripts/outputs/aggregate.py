@@ -10,12 +10,12 @@ from pathlib import Path
 
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
-from .fidelity_tables import drafter_output_verdicts
+from .fidelity.compared import drafter_output_verdicts
 from .record_index import read_index
 from .repeats import collapse_repeats
 from .report_html import write_tables_html
-from .search_files import read_goals
-from .slo_cells import with_slo
+from .search.cells import with_slo
+from .search.goals import read_goals
 from .spec_gain import spec_gain_table
 from .tables import index_table, merge_with_cells, summary_table
 from .writers import INDEX_INTRO, load_indexed, write_tables

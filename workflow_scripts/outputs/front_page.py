@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..atomic import write_text
 from .conversations import BY_TURN_INTRO, BY_TURN_TITLE
-from .fidelity_tables import FRONTIER_INTRO, FRONTIER_TITLE
+from .fidelity.frontier import FRONTIER_INTRO, FRONTIER_TITLE
 from .labels import FRONT_PAGE_ANSWERS
 from .report_html import STYLE, esc, figure_html, html_table
 from .spec_gain import GAIN_BY_CONTENT_INTRO, GAIN_BY_CONTENT_TITLE

@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..families import LEVEL, family_text, holm
 from ..fidelity.agreement import CHANGED
 from ..loadgen.metrics import compute_metrics
 from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
+from ..verdicts.families import LEVEL, family_text, holm
 from ..vocabulary import RANDOM_TOKENS, CellMetrics, Status
 from .changes import FASTER, NO_DIFFERENCE, SLOWER, paired_changes, repeat_changes
 from .compact import (
@@ -64,8 +64,8 @@ SPEC_GAIN_COLUMNS = [
     "tpot_change_hi_pct",
     # appended: the pair rests on a measurement other work disturbed (flags says which cell)
     "disturbed",
-    # appended: the drafter's greedy outputs against its base's (outputs.fidelity_tables): `changed`
-    # means its speed-up is not a free one
+    # appended: the drafter's greedy outputs against its base's (outputs.fidelity.compared):
+    # `changed` means its speed-up is not a free one
     "outputs",
     # appended: what the prompts are (chat, conversation, code, random tokens): a drafter's
     # acceptance, and so its gain, depends on the text it drafts
@@ -192,7 +192,7 @@ def spec_gain_table(
     With the cells' request `records`, pairs that completed different prompts also get their
     figures on the common subset. A pair resting on a disturbed cell says so (`flags` names
     the cell, `disturbed`); one whose greedy outputs changed (`outputs`, by drafter cell:
-    outputs.fidelity_tables.drafter_output_verdicts) too."""
+    outputs.fidelity.compared.drafter_output_verdicts) too."""
     records, outputs = records or {}, outputs or {}
     by_key = {
         (m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")): m

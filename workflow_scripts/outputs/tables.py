@@ -26,7 +26,7 @@ from .compact import (
     summary_row,
 )
 from .labels import context_tokens, engine_label
-from .slo_cells import SLO_COLUMNS, slo_columns
+from .search.cells import SLO_COLUMNS, slo_columns
 from .stability import stability
 from .stats import FIGURES, MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
 
@@ -126,7 +126,7 @@ LATER_COLUMNS = [
     "other_mem_rise_gib",
     "interference",
     "server_rss_peak_gib",
-    *SLO_COLUMNS,  # latency goals and the tail note (outputs.slo_cells)
+    *SLO_COLUMNS,  # latency goals and the tail note (outputs.search.cells)
     "disturbed",  # other work on the machine during the bench (process.machine_use.disturbed)
     *MEMORY_COLUMNS,
     "prefix_cache_hit_pct",  # prompt tokens the engine's prefix cache served (empty: not reported)
@@ -134,7 +134,7 @@ LATER_COLUMNS = [
     "content",  # what the prompts are: chat, conversation, code, random tokens, ...
     *CONVERSATION_COLUMNS,  # a conversation cell's counts (metrics.json conversations, turns)
     *SCHEDULE_COLUMNS,  # open-loop loads: latency from the schedule, the send lag and its flag
-    "slo_latency_from",  # where the goal's TTFT and E2E ran from (outputs.slo_cells)
+    "slo_latency_from",  # where the goal's TTFT and E2E ran from (outputs.search.cells)
 ]
 
 

@@ -34,10 +34,10 @@ from ..loadgen.metrics import (
     ttft_from_schedule_s,
 )
 from ..loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
+from ..verdicts.bounds import CONFIDENCE, PercentileBound, clopper_pearson, percentile_bound
+from ..verdicts.verdict import Verdict, attainment_verdict, combined, percentile_verdict
 from ..vocabulary import Status
-from .bounds import CONFIDENCE, PercentileBound, clopper_pearson, percentile_bound
 from .objectives import Objective, Slo
-from .verdict import Verdict, attainment_verdict, combined, percentile_verdict
 
 
 def figure_ms(record: RequestRecord, figure: str, basis: str = FROM_SEND) -> float | None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..verdicts.verdict import Verdict
 from ..vocabulary import point_value
-from .verdict import Verdict
 
 Load = int | float
 ProbeKey = tuple[Load, int]  # (load, extension)

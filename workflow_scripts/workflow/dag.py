@@ -42,13 +42,8 @@ from ..outputs.labels import (
     sweep_cell_ids,
 )
 from ..outputs.record_index import INVALID_RESULT
-from ..outputs.search_files import (
-    goal_path,
-    goals_of,
-    probe_cells,
-    search_path,
-    write_goal_files,
-)
+from ..outputs.search.goals import goal_path, goals_of, search_path, write_goal_files
+from ..outputs.search.outcome import probe_cells
 from ..slo.objectives import Slo
 from ..vocabulary import Cell
 from ..weights.fetch import step_engine, weights_dependencies, with_dependencies
@@ -356,7 +351,7 @@ class Dag:
         failed record whose failure counter is bumped, so this run measures the cell again as
         it retries any failed cell (a missing metrics.json alone would not: Snakemake reruns
         no job for a missing file whose consumers are up to date); a dry run names it and
-        leaves it. A probe's are removed on its search's walk (search_files.heal_probe)."""
+        leaves it. A probe's are removed on its search's walk (outputs/search/judgement.py)."""
         say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         for cell_id, cell in self.cells.items():
             path = Path(self.cells_dir) / cell_id / "metrics.json"

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from ..atomic import param_json
-from ..fidelity.kld import KldModel, KldSettings, KldStep, failure_key, kld_models
+from ..fidelity.kld_plan import KldModel, KldSettings, KldStep, failure_key, kld_models
 from ..fidelity.pairs import (
     FLOOR,
     QUANT,
@@ -33,7 +33,7 @@ class UnknownCell(LookupError):
 class FidelitySteps:
     """The fidelity part of the DAG, from exactly what it reads: the config's `models` and
     `engines` and its fidelity settings (each model's reference quant and goal), the cells, the
-    measured pairs by cell, the models with KL divergence steps (fidelity.kld.kld_models, run
+    measured pairs by cell, the models with KL divergence steps (fidelity.kld_plan.kld_models, run
     once, by `of_config`), the failure counts (the Dag's own dict: a healed cell bumps it) and
     `path(rule, key, **wildcards)`, one of a rule's files for one job."""
 

@@ -13,7 +13,8 @@ from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
 from snakemake.io import ancient, report
 
 from ..outputs.labels import RULE_FILES
-from ..outputs.search_files import read_verdict, walked_probes
+from ..outputs.search.judgement import read_verdict
+from ..outputs.search.walk import walked_probes
 from .dag import Dag
 from .fidelity_steps import UnknownCell
 from .job_functions import job_function

@@ -2,9 +2,10 @@
 by hand): model facts, measured results with how each was measured, published reference figures
 beside them, spec-decode acceptance, its outputs against its reference's, the full server and
 client commands, provenance, plots, notes and tags. A card is data (`model`) built from its
-parts (`configuration`, `measured`, `provenance`, `fidelity`, put in order by `build`), rendered
-twice (`render`: Markdown beside the results, a self-contained HTML page for the Snakemake
-report) and written by the card rule (`files`)."""
+parts (`configuration`, `measured`, `provenance`, and output fidelity's section from
+outputs/fidelity/card.py, put in order by `build`), rendered twice (`render`: Markdown beside
+the results, a self-contained HTML page for the Snakemake report) and written by the card rule
+(`files`)."""
 
 from __future__ import annotations
 

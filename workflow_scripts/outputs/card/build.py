@@ -9,9 +9,9 @@ from ...process.memory import understates_note
 from ...text import first_line
 from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import NOT_RUN, peak_mem_gib
-from ..slo_cells import slo_section, tail_note
+from ..fidelity.card import CHANGED_NOTE, CardFidelity, fidelity_section
+from ..search.cells import slo_section, tail_note
 from .configuration import configuration_section, tags
-from .fidelity import CHANGED_NOTE, CardFidelity, fidelity_section
 from .measured import (
     by_turn_section,
     checks_section,

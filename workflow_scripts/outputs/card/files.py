@@ -11,11 +11,11 @@ from typing import Any
 from ...atomic import write_text
 from ...loadgen.records import read_records
 from ...vocabulary import Cell, CellData
+from ..fidelity.card import card_fidelity
 from ..report_html import data_uri
-from ..search_files import read_goals
-from ..slo_cells import slo_entry
+from ..search.cells import slo_entry
+from ..search.goals import read_goals
 from .build import build_card, status_line
-from .fidelity import card_fidelity
 from .model import Card
 from .render import render_html, render_markdown
 

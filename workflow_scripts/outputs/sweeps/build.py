@@ -35,7 +35,7 @@ def sweep_tables(
     """Every sweep table from the collapsed metrics, the config's repeat-1 cells and the first
     finished repeat's records (repeats.collapse_repeats); `outputs`: each drafter point's
     outputs verdict, `series_outputs` each drafter series' outputs judged as a family
-    (outputs.fidelity_tables.drafter_outputs)."""
+    (outputs.fidelity.compared.drafter_outputs)."""
     sweeps = sweep_table(all_metrics, cells, records, gpus)
     gains = spec_gain_sweep_table(all_metrics, cells, records, outputs, series_outputs)
     return SweepTables(sweeps, pareto_table(sweeps), gains, crossover_table(cells, gains))

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...families import verdict_text
 from ...process.machine_use import disturbed_note
+from ...verdicts.families import verdict_text
 from ...vocabulary import CellData, point_part
 from ..changes import FASTER, SLOWER
 from ..spec_gain import RANDOM_TOKENS_FLAG
@@ -74,7 +74,7 @@ def crossover_summary(verdicts: Sequence[tuple[str, str | None]]) -> str:
 
 
 def outputs_summary(points: Sequence[tuple[str, str | None]]) -> str:
-    """The drafter's outputs verdicts across a series (outputs.fidelity_tables), in a few words:
+    """The drafter's outputs verdicts across a series (outputs.fidelity.compared), in a few words:
     `unchanged` at every point, else each other verdict with its points (`changed at c4, c8`)."""
     verdicts = {v for _, v in points if v}
     if not verdicts:

@@ -11,12 +11,12 @@ from typing import Any
 import pandas as pd
 
 from ...atomic import write_text
-from ...families import p_text
 from ...loadgen.metrics import SEND_LAG_LIMIT_PCT
 from ...loadgen.records import RequestRecord
+from ...verdicts.families import p_text
 from ...vocabulary import Cell, CellData, CellMetrics, Status
 from ..compact import is_missing, number_text, with_interval
-from ..fidelity_tables import drafter_outputs
+from ..fidelity.compared import drafter_outputs
 from ..record_index import read_index
 from ..repeats import collapse_repeats
 from ..report_html import esc, html_table, page

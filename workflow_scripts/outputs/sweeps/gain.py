@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...families import LEVEL, holm
 from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import OK, RequestRecord
-from ...slo.bounds import wilson_interval
+from ...verdicts.bounds import wilson_interval
+from ...verdicts.families import LEVEL, holm
 from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status, point_part, point_value
 from ..compact import REF_PREFIX, is_missing
 from ..spec_gain import spec_gain_table

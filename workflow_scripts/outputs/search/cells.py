@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..loadgen.metrics import FROM_SCHEDULE, FROM_SEND
-from ..slo.bounds import CONFIDENCE, min_samples_for_upper
-from ..slo.objectives import Slo
-from ..slo.point import judge
-from ..vocabulary import Cell, CellData, Status
-from .slo_text import attainment_text, objective_text
+from ...loadgen.metrics import FROM_SCHEDULE, FROM_SEND
+from ...slo.objectives import Slo
+from ...slo.point import judge
+from ...verdicts.bounds import CONFIDENCE, min_samples_for_upper
+from ...vocabulary import Cell, CellData, Status
+from .text import attainment_text, objective_text
 
 LATENCY_FROM_TEXT = {
     FROM_SCHEDULE: "TTFT and E2E from each request's scheduled time (open-loop arrivals): a "
@@ -105,7 +105,7 @@ def _ms(value: float | None) -> str:
 def slo_section(metrics: Mapping[str, Any]):
     """A card's goal: each objective's percentile with its bounds, limit and verdict, then the
     attainment and goodput; a bound too few requests cannot give says so. None without one."""
-    from .card.model import Section  # the card package imports the tables, which import this
+    from ..card.model import Section  # the card package (its build) imports this module
 
     found = metrics.get("slo")
     if not found:

@@ -1,6 +1,6 @@
 """The speed-fidelity figure: per model, decode tok/s against fidelity loss for the reference
 quant and each quant compared with it, the frontier drawn, the answer ringed. A pure function
-of outputs.fidelity_tables.frontier_points; saved by outputs/plots.save_figure."""
+of `frontier.frontier_points`; saved by outputs/plots.save_figure."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .plots import BASE_COLOR, message_figure  # noqa: E402
+from ..plots import BASE_COLOR, message_figure  # noqa: E402
 
 FRONTIER_COLOR = "#222222"
 MEASURE_LABELS = {

@@ -1,4 +1,4 @@
-"""Verdicts read as a family (workflow_scripts.families): Holm's step-down on hand-computed
+"""Verdicts read as a family (workflow_scripts.verdicts.families): Holm's step-down on hand-computed
 p-values, and the exact stratified test against Fisher's (one stratum) and against brute force
 over every outcome of small strata."""
 
@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from workflow_scripts.families import (
+from workflow_scripts.fidelity.agreement import fisher_lower_p
+from workflow_scripts.verdicts.families import (
     Stratum,
     family_text,
     holm,
@@ -19,7 +20,6 @@ from workflow_scripts.families import (
     stratified_lower_p,
     verdict_text,
 )
-from workflow_scripts.fidelity.agreement import fisher_lower_p
 
 
 def test_holm_adjusts_in_step_down_order_and_leaves_untested_points_out():

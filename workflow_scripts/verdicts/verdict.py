@@ -1,5 +1,5 @@
-"""A point's verdict against a latency goal, from confidence bounds: a claim is made only when
-the bound says so, and a bound that does not exist (too few requests) decides nothing."""
+"""A verdict against a goal, latency or fidelity, from confidence bounds: a claim is made only
+when the bound says so, and a bound that does not exist (too few requests) decides nothing."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ the cards all print them."""
 
 from __future__ import annotations
 
-from ..slo.point import AttainmentResult, ObjectiveResult
-from ..slo.verdict import Verdict
+from ...slo.point import AttainmentResult, ObjectiveResult
+from ...verdicts.verdict import Verdict
 
 
 def _ms(value: float) -> str:

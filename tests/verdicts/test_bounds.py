@@ -1,4 +1,4 @@
-"""Distribution-free bounds (workflow_scripts.slo.bounds): the binomial CDF against exact
+"""Distribution-free bounds (workflow_scripts.verdicts.bounds): the binomial CDF against exact
 fractions, the chosen order statistics the tightest ones that hold their level, a simulated
 coverage within a point of nominal (and not far above it) on an exponential and a lognormal,
 no upper bound where n draws cannot give one, and the Clopper-Pearson interval against known
@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from workflow_scripts.slo.bounds import (
+from workflow_scripts.verdicts.bounds import (
     binomial_cdf,
     clopper_pearson,
     min_samples_for_upper,

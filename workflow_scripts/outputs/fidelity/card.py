@@ -12,18 +12,20 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...families import verdict_text
 from ...fidelity.agreement import CHANGED, NO_VERDICT, Agreement, PairVerdict, compare_outputs
 from ...fidelity.goals import FidelityGoal
 from ...fidelity.judgement import FLOOR_RUN, THIS_CELL, Run, judge_runs
-from ...fidelity.kld import kld_problem
+from ...fidelity.kld_plan import kld_problem
 from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
+from ...verdicts.families import verdict_text
 from ...vocabulary import Status
-from ..fidelity_tables import goal_judgement
 from ..record_index import files_of, load_cell
-from .model import Section, fmt
+from .table import goal_judgement
+
+if TYPE_CHECKING:
+    from ..card.model import Section
 
 NOT_RECORDED_NOTE = "Outputs were not recorded (`record_outputs: false`): nothing to compare."
 DIFFERS_NOTE = "Its greedy outputs differ from its reference's beyond the noise floor."
@@ -162,6 +164,8 @@ def _plus_minus(kld: Mapping[str, Any], key: str, digits: int) -> str:
 
 def fidelity_section(data: CardFidelity) -> Section:
     """The card's "Fidelity" section."""
+    from ..card.model import Section, fmt  # the card package (its build) imports this module
+
     if data.judged is None:  # a reference: how often its two runs agree
         if data.note:
             text = f"Other cells are compared with this one; no floor is shown: {data.note}."

@@ -11,7 +11,7 @@ a difference somewhere far more often than LEVEL (eight tests at 5 %: up to 34 %
   p-value is its lower tail. Evidence spread thinly over the points adds up, and no one point
   decides alone. With one stratum it is Fisher's exact test.
 
-Stdlib only, a leaf: fidelity/ and outputs/ both import it.
+Stdlib only, importing nothing of the package: fidelity/ and outputs/ both import it.
 """
 
 from __future__ import annotations
