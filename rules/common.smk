@@ -30,6 +30,7 @@ localrules:
     fidelity_text,
     fidelity_base,
     fidelity_kld,
+    fidelity_family,
     card,
     records,
     aggregate,

@@ -51,3 +51,20 @@ rule fidelity_kld:
         failures_dir=GRAPH.failures,
     script:
         "../workflow_scripts/entry/fidelity_kld.py"
+
+
+# A sweep series' fidelity verdicts as one family (workflow_scripts.outputs.fidelity.family),
+# once per series: each point's card reads its own verdict there.
+rule fidelity_family:
+    input:
+        unpack(JOBS.fidelity_family_inputs),
+    output:
+        **JOBS.outputs("fidelity_family"),
+    log:
+        "logs/fidelity/{series}.family.log",
+    conda:
+        "../envs/bench.yaml"
+    params:
+        members=JOBS.fidelity_family_settings,
+    script:
+        "../workflow_scripts/entry/fidelity_family.py"

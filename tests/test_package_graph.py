@@ -167,7 +167,7 @@ def test_the_searchs_outputs_are_one_sub_package_its_parse_time_part_apart():
     assert importers(graph, f"{search}.figure") == {"workflow_scripts.entry.slo_tables"}
 
 
-FIDELITY_OUTPUT_MODULES = ("compared", "table", "frontier", "plot", "card", "files")
+FIDELITY_OUTPUT_MODULES = ("compared", "table", "frontier", "plot", "card", "family", "files")
 
 
 def test_fidelitys_outputs_are_one_sub_package_with_one_pareto_frontier():

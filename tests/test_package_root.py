@@ -20,7 +20,6 @@ REPO = PACKAGE.parent
 ROOT_LEAVES = (
     "atomic",
     "exits",
-    "families",
     "paths",
     "redact",
     "registry_fetch",

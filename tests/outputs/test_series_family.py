@@ -26,6 +26,7 @@ from workflow_scripts.outputs import sweeps
 from workflow_scripts.outputs.changes import FASTER, NO_DIFFERENCE, repeat_changes
 from workflow_scripts.outputs.fidelity.card import card_fidelity, fidelity_section
 from workflow_scripts.outputs.fidelity.compared import drafter_output_verdicts
+from workflow_scripts.outputs.fidelity.family import write_family
 from workflow_scripts.outputs.fidelity.table import fidelity_table, fidelity_view
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.sweeps.files import write_sweeps
@@ -236,54 +237,60 @@ def write_cell(root: Path, metrics_path: str, records: list[RequestRecord]) -> P
 
 
 def test_a_sweep_points_card_judges_it_as_one_of_its_series(tmp_path, empty_workdir):
-    """The default config's n-gram sweep: the card of its c8 point takes the other points'
-    files too (their metrics.json, their base's and its floor's) and, with the H200's
-    agreements, says `unchanged` as one of 4 points with the series' pooled verdict, and no
-    "not a free one" note; fidelity.csv says the same of the same records."""
+    """The default config's n-gram sweep: its series' family file is judged once from every
+    point's files (their metrics.json, their base's and its floor's), and the card of its c8
+    point reads its own verdict there: with the H200's agreements, `unchanged` as one of 4
+    points with the series' pooled verdict, and no "not a free one" note; a card takes one
+    family file, not every other point's three (edges growing with the square of the points)."""
     dag = build_dag(yaml.safe_load((REPO / "config.yaml").read_text()))
+    steps = dag.fidelity_steps
     series = "smollm2-135m__llamacpp-cpu__q4_0__ngram__sweep"
     own = f"{series}-c8"
-    inputs = dag.fidelity_steps.card_fidelity(own)
-    settings = json.loads(dag.fidelity_steps.card_fidelity_settings(own))
-    family = settings["family"]
-    assert [m["label"] for m in family] == ["c1", "c2", "c4", "c8"]
-    assert [m["own"] for m in family] == [False, False, False, True]
-    assert inputs["family_0"] == f"results/cells/{series}-c1/metrics.json"
-    assert inputs["family_0_reference"].endswith("__none__sweep-c1/metrics.json")
-    assert inputs["family_0_floor"].endswith("__none__sweep-c1__floor/metrics.json")
-    assert "family_3" not in inputs  # its own files are the card's own inputs
-    base_card = json.loads(
-        dag.fidelity_steps.card_fidelity_settings(f"{series.replace('ngram', 'none')}-c8")
-    )
-    assert "family" not in base_card  # a reference point is compared with nothing
-    written = {  # the bases answer as the law says; their floors and c1 .. c4 differ at 6 of 32
-        key: write_cell(tmp_path, path, answers(set() if key.endswith("reference") else SIX))
-        for key, path in inputs.items()
+    inputs = steps.card_fidelity(own)
+    settings = json.loads(steps.card_fidelity_settings(own))
+    family_file = f"results/fidelity/families/{series}.json"
+    assert inputs["fidelity_family"] == family_file and settings["point"] == own
+    assert steps.family_targets() == [family_file]
+    assert not any(key.startswith("family_") for key in inputs)
+    members = json.loads(steps.family_settings(series))
+    assert [m["label"] for m in members] == ["c1", "c2", "c4", "c8"]
+    point_files = steps.family_inputs(series)
+    assert point_files["point_0"] == f"results/cells/{series}-c1/metrics.json"
+    assert point_files["point_0_reference"].endswith("__none__sweep-c1/metrics.json")
+    assert point_files["point_0_floor"].endswith("__none__sweep-c1__floor/metrics.json")
+    assert len(point_files) == 12  # 4 points x (cell, reference, floor)
+    base = f"{series.replace('ngram', 'none')}-c8"
+    assert "point" not in json.loads(steps.card_fidelity_settings(base))  # a reference point
+    assert "fidelity_family" not in steps.card_fidelity(base)
+    c8 = set(range(N - 14, N))  # 18 of 32 identical; the other points and the floors 26 of 32
+    written = {
+        key: write_cell(
+            tmp_path,
+            path,
+            answers(set() if key.endswith("reference") else c8 if key == "point_3" else SIX),
+        )
+        for key, path in point_files.items()
     }
-    mine = [r.to_dict() for r in answers(set(range(N - 14, N)))]
-    card = card_fidelity(
-        mine,
-        settings,
-        written["fidelity_reference"],
-        written["fidelity_floor"],
-        None,
-        family={k: str(v) for k, v in written.items() if k.startswith("family_")},
-    )
+    paths = {k: str(v) for k, v in written.items()}
+    family_path = tmp_path / family_file
+    write_family(series, members, paths, family_path)
+    mine = [r.to_dict() for r in answers(c8)]
+    reference, floor = written["point_3_reference"], written["point_3_floor"]
+    card = card_fidelity(mine, settings, reference, floor, None, family=family_path)
     assert card.judged.verdict == UNCHANGED and not card.outputs_changed
     assert card.judged.p_value == pytest.approx(fisher_lower_p(18, N, 26, N))
     assert "not as one of 4 points (Holm p = 0.12)" in card.judged.reason
     assert card.series.verdict == UNCHANGED and card.series.family == FAMILY
+    assert card.series.series == series
     rows = {row[0]: row for row in fidelity_section(card).rows}
     assert rows["Its series, pooled"][1] == "unchanged (p = 0.14)"
     assert "below the floor on its own at c8" in rows["Its series, pooled"][2]
-    # alone (the card before: no family) the same point read `changed`, the speed-up not free
-    alone = card_fidelity(mine, {**settings, "family": []}, written["fidelity_reference"],
-                          written["fidelity_floor"])  # fmt: skip
+    # alone (no family file) the same point reads `changed`, the speed-up not free
+    alone = card_fidelity(mine, settings, reference, floor)
     assert alone.judged.verdict == CHANGED and alone.outputs_changed
     # a point that did not finish is left out of the family, as fidelity.csv leaves it out
-    written["family_0"].write_text(json.dumps({"status": "failed"}))
-    paths = {k: str(v) for k, v in written.items() if k.startswith("family_")}
-    three = card_fidelity(mine, settings, written["fidelity_reference"],
-                          written["fidelity_floor"], None, family=paths)  # fmt: skip
+    written["point_0"].write_text(json.dumps({"status": "failed"}))
+    write_family(series, members, paths, family_path)
+    three = card_fidelity(mine, settings, reference, floor, None, family=family_path)
     assert three.series.family == "Holm over 3 points of the series at 5 %"
     assert [p.label for p in three.series.points] == ["c2", "c4", "c8"]

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from tests.support.config import default_config
-from workflow_scripts.fidelity import kld
-from workflow_scripts.fidelity.kld import KldModel, failure_key
+from workflow_scripts.fidelity import kld_plan as kld
+from workflow_scripts.fidelity.kld_plan import KldModel, failure_key
 from workflow_scripts.fidelity.pairs import FidelitySettings
 from workflow_scripts.workflow.dag import build_dag
 from workflow_scripts.workflow.fidelity_steps import FidelitySteps, UnknownCell
@@ -47,7 +47,7 @@ def test_the_steps_answer_from_their_declared_inputs_alone():
 
 
 def test_the_kl_divergence_steps_are_found_once_per_dag(empty_workdir, monkeypatch):
-    """fidelity.kld.kld_models is counted wherever a module of the package took it in: building
+    """fidelity.kld_plan.kld_models is counted wherever a module of the package took it in: building
     the default's DAG and asking for its weights, its KL targets, each step's inputs and every
     card's comparison runs it once."""
     calls = []

@@ -6,7 +6,7 @@ rule's log (`stderr_to_log`); nothing below `entry/` sees the Snakemake object.
 Rules: `engine`, `weights`, `cell`, `series_server`, `cell_slo` (a checkpoint), `card`,
 `records`, `aggregate`, `comparisons`, `summary_plots`, `concurrency_figure`,
 `reference_figure`, `sweeps`, `slo_tables`, `fidelity`, `fidelity_text`, `fidelity_base`,
-`fidelity_kld`, `overview`, `html_report`."""
+`fidelity_kld`, `fidelity_family`, `overview`, `html_report`."""
 
 from __future__ import annotations
 

@@ -22,6 +22,6 @@ with stderr_to_log(sm.log[0]):
             sm.input.get("fidelity_reference"),
             sm.input.get("fidelity_floor"),
             sm.input.get("kld"),
-            {key: path for key, path in sm.input.items() if key.startswith("family_")},
+            sm.input.get("fidelity_family"),
         ),
     )

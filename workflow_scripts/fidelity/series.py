@@ -15,7 +15,7 @@ A point outside a series is a family of one: its verdict is its test's. Stdlib o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,48 @@ class SeriesVerdict:
     reason: str
     note: str
     series: str = ""  # the series' name (its cell ids without the point)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a series' family file holds it (outputs/fidelity/family.py)."""
+        return {
+            "series": self.series,
+            "family": self.family,
+            "verdict": self.verdict,
+            "p_value": self.p_value,
+            "reason": self.reason,
+            "note": self.note,
+            "points": [
+                {
+                    "cell": p.cell,
+                    "label": p.label,
+                    "alone": {
+                        "verdict": p.alone.verdict,
+                        "reason": p.alone.reason,
+                        "p_value": p.alone.p_value,
+                    },
+                    "p_adjusted": p.p_adjusted,
+                    "verdict": p.verdict,
+                    "reason": p.reason,
+                }
+                for p in self.points
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SeriesVerdict:
+        points = tuple(
+            PointVerdict(
+                p["cell"],
+                p["label"],
+                PairVerdict(**p["alone"]),
+                p["p_adjusted"],
+                p["verdict"],
+                p["reason"],
+            )
+            for p in data["points"]
+        )
+        fields = ("family", "verdict", "p_value", "reason", "note", "series")
+        return cls(points, *(data[key] for key in fields))
 
     def point(self, cell: str) -> PointVerdict | None:
         return next((p for p in self.points if p.cell == cell), None)

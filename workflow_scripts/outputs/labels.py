@@ -163,6 +163,7 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
         RuleFile("logits", "fidelity/base/{model}.logits"),
     ),
     "fidelity_kld": (RuleFile("record", "fidelity/{weights}.json"),),
+    "fidelity_family": (RuleFile("family", "fidelity/families/{series}.json"),),
     "overview": (RuleFile("overview", "summary/overview.html"),),
     "html_report": (RuleFile("html", "report.html"),),
 }

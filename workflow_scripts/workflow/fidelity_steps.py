@@ -140,8 +140,7 @@ class FidelitySteps:
     def card_fidelity(self, cell_id: str) -> dict[str, str]:
         """What a cell's card compares its outputs with: the reference's metrics.json (its
         records beside it), the reference's floor run's, a quant's KL record; a reference cell's
-        own floor run; a sweep point's, the same of every other point of its series' family
-        (`family_<i>`, `family_<i>_reference`, `family_<i>_floor`: card_family's order)."""
+        own floor run; a sweep point's, its series' family file (`fidelity_family`)."""
         pair = self.pairs.get(cell_id)
         out = {}
         reference = pair.reference_cell if pair else cell_id
@@ -152,54 +151,70 @@ class FidelitySteps:
                 out["kld"] = kld
         if floor_id(reference) in self.cells:
             out["fidelity_floor"] = self.path("cell", "metrics", cell=floor_id(reference))
-        for i, member in enumerate(self.card_family(cell_id)):
-            if member.cell == cell_id:
-                continue
-            out[f"family_{i}"] = self.path("cell", "metrics", cell=member.cell)
-            out[f"family_{i}_reference"] = self.path("cell", "metrics", cell=member.reference_cell)
-            if floor_id(member.reference_cell) in self.cells:
-                floor = floor_id(member.reference_cell)
-                out[f"family_{i}_floor"] = self.path("cell", "metrics", cell=floor)
+        series = self.family_of(cell_id)
+        if series is not None:
+            out["fidelity_family"] = self.path("fidelity_family", "family", series=series)
         return out
 
     @cached_property
-    def _families(self) -> dict[tuple[str, str], list[Pair]]:
-        """The pairs of each sweep series and kind (fidelity.series judges them as a family),
-        in load order."""
-        out: dict[tuple[str, str], list[Pair]] = {}
+    def families(self) -> dict[str, list[Pair]]:
+        """Each sweep series whose points are pairs, by series (every point of a series is the
+        same kind of pair), its pairs in load order: fidelity.series judges them as a family.
+        A series of one point is no family."""
+        out: dict[str, list[Pair]] = {}
         for pair in self.pairs.values():
             sweep = self.cells[pair.cell].sweep
             if sweep is not None and pair.kind != FLOOR:
-                out.setdefault((sweep.series, pair.kind), []).append(pair)
+                out.setdefault(sweep.series, []).append(pair)
         for members in out.values():
             members.sort(key=lambda p: self.cells[p.cell].sweep.value)
+        return {series: members for series, members in out.items() if len(members) > 1}
+
+    def family_of(self, cell_id: str) -> str | None:
+        """The series whose family a sweep point's card reads (None: no family)."""
+        cell = self.cells.get(cell_id)
+        if cell_id not in self.pairs or cell is None or cell.sweep is None:
+            return None
+        return cell.sweep.series if cell.sweep.series in self.families else None
+
+    def family_targets(self) -> list[str]:
+        return [self.path("fidelity_family", "family", series=s) for s in self.families]
+
+    def family_members(self, series: str) -> list[Pair]:
+        if series not in self.families:
+            raise UnknownCell(f"series {series!r} has no fidelity family in this config")
+        return self.families[series]
+
+    def family_inputs(self, series: str) -> dict[str, str]:
+        """Each point's metrics.json, its reference's and that one's floor run's (`point_<i>`,
+        `point_<i>_reference`, `point_<i>_floor`), in load order."""
+        out = {}
+        for i, member in enumerate(self.family_members(series)):
+            out[f"point_{i}"] = self.path("cell", "metrics", cell=member.cell)
+            out[f"point_{i}_reference"] = self.path("cell", "metrics", cell=member.reference_cell)
+            if floor_id(member.reference_cell) in self.cells:
+                floor = floor_id(member.reference_cell)
+                out[f"point_{i}_floor"] = self.path("cell", "metrics", cell=floor)
         return out
 
-    def card_family(self, cell_id: str) -> list[Pair]:
-        """The pairs a sweep point's card judges its own with: every pair of its series and
-        kind, its own among them; none for a cell outside a series or alone in it."""
-        pair, cell = self.pairs.get(cell_id), self.cells.get(cell_id)
-        if pair is None or cell is None or cell.sweep is None:
-            return []
-        members = self._families.get((cell.sweep.series, pair.kind), [])
-        return members if len(members) > 1 else []
+    def family_settings(self, series: str) -> str:
+        """The family rule's param: each point's cell, its name (`c8`) and its input key."""
+        members = []
+        for i, member in enumerate(self.family_members(series)):
+            sweep = self.cells[member.cell].sweep
+            label = point_part("", sweep.axis, sweep.value)
+            members.append({"cell": member.cell, "label": label, "input": f"point_{i}"})
+        return param_json(members)
 
     def card_fidelity_settings(self, cell_id: str) -> str:
-        """The card's fidelity param: the pair's kind, its reference and the model's goal
-        (`{}`: compared with nothing and no floor of its own)."""
+        """The card's fidelity param: the pair's kind, its reference and the model's goal, a
+        sweep point's own id (`point`) to find itself in its family file (`{}`: compared with
+        nothing and no floor of its own)."""
         pair = self.pairs.get(cell_id)
         if pair is None:
             return param_json({"kind": "reference"} if self.card_fidelity(cell_id) else {})
         goal = self.settings.goals.get(self.cells[cell_id].model)
-        family = [
-            {
-                "cell": member.cell,
-                "label": point_part("", sweep.axis, sweep.value),
-                "input": f"family_{i}",
-                "own": member.cell == cell_id,
-            }
-            for i, member in enumerate(self.card_family(cell_id))
-            if (sweep := self.cells[member.cell].sweep) is not None
-        ]
         settings = {"kind": pair.kind, "reference_cell": pair.reference_cell, "goal": goal}
-        return param_json({**settings, "family": family} if family else settings)
+        if self.family_of(cell_id) is not None:
+            settings["point"] = cell_id
+        return param_json(settings)

@@ -105,6 +105,14 @@ class RuleJobs:
         plan, quant = known(self.fidelity_steps.kld_quant, wildcards.weights)
         return self.fidelity_steps.fidelity_failures(plan.model, quant)
 
+    @job_function
+    def fidelity_family_inputs(self, wildcards) -> dict[str, str]:
+        return known(self.fidelity_steps.family_inputs, wildcards.series)
+
+    @job_function
+    def fidelity_family_settings(self, wildcards) -> str:
+        return known(self.fidelity_steps.family_settings, wildcards.series)
+
     # --- cells and the series' servers --------------------------------------------------------
 
     @job_function

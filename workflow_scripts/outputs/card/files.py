@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,16 @@ from .render import render_html, render_markdown
 
 @dataclass(frozen=True)
 class FidelityInputs:
-    """The card rule's fidelity param (`kind`, `reference_cell`, `goal`, a sweep point's
-    `family`; empty: compared with nothing) and the files it names: the reference's and its
-    floor run's metrics.json, the quant's KL file (None where there is none), and the other
-    points' of a sweep point's family by input name (`family_<i>`, `_reference`, `_floor`)."""
+    """The card rule's fidelity param (`kind`, `reference_cell`, `goal`, a sweep point's own id
+    as `point`; empty: compared with nothing) and the files it names: the reference's and its
+    floor run's metrics.json, the quant's KL file, a sweep point's series' family file (None
+    where there is none)."""
 
     settings: Mapping[str, Any]
     reference: str | None = None
     floor: str | None = None
     kld: str | None = None
-    family: Mapping[str, str] = field(default_factory=dict)
+    family: str | None = None
 
 
 # Caption and output key of each per-cell figure the card shows.

@@ -3,5 +3,6 @@ pair judged once for every reader, the table and the drafter's flags beside its 
 (`compared`), the fidelity table with each pair's goal verdict (`table`), the speed-fidelity
 frontier and the fastest quant within the goal, by the sweeps' one Pareto frontier
 (`frontier`), its figure (`plot`, matplotlib: imported only by the rule that draws), the card's
-"Fidelity" section (`card`), and the `fidelity` rule's work, its tables and figure written
+"Fidelity" section (`card`), a sweep series' points judged once as a family for their cards
+(`family`), and the `fidelity` rule's work, its tables and figure written
 (`files`)."""

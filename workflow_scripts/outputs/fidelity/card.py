@@ -3,8 +3,8 @@ the noise floor, the verdict, a GGUF quant's KL divergence, the fidelity goal), 
 reference cell, how often its own two runs agree. Built from the pair's files (the card rule's
 inputs: the reference's and the floor's metrics.json, the quant's KL file) and judged as
 fidelity.csv judges it (fidelity.judgement): a reference or floor run that did not finish gives
-no verdict here either. A sweep point's verdict is its series' family's (fidelity.series), from
-the same files of the other points."""
+no verdict here either. A sweep point's verdict is its series' family's (fidelity.series), read
+from the series' family file (outputs.fidelity.family)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from ...fidelity.agreement import CHANGED, NO_VERDICT, Agreement, PairVerdict, c
 from ...fidelity.goals import FidelityGoal
 from ...fidelity.judgement import FLOOR_RUN, THIS_CELL, Run, judge_runs
 from ...fidelity.kld_plan import kld_problem
-from ...fidelity.series import SeriesPoint, SeriesVerdict, judge_series
+from ...fidelity.series import SeriesVerdict
 from ...verdicts.families import verdict_text
 from ...vocabulary import Status
-from ..record_index import files_of, load_cell
+from .family import read_family, run_of
 from .table import goal_judgement
 
 if TYPE_CHECKING:
@@ -56,39 +56,6 @@ class CardFidelity:
         return self.judged is not None and self.judged.verdict == CHANGED
 
 
-def _run(metrics_path: str | Path | None) -> Run | None:
-    """A cell's run from its metrics.json and the records beside it, as the one reader
-    (record_index.load_cell) gives them; None: no such cell."""
-    if not metrics_path:
-        return None
-    files = files_of(metrics_path)
-    return Run.of(*load_cell(files.metrics, files.requests))
-
-
-def family_verdict(
-    members: Sequence[Mapping[str, Any]],
-    paths: Mapping[str, str],
-    own: tuple[Agreement, Agreement | None],
-) -> SeriesVerdict:
-    """A sweep point's series judged as a family, from the card param's `family` (each point's
-    cell, name and input, the card's own marked) and those inputs' files; like fidelity.csv,
-    only the points the one judgement (fidelity.judgement) gives a verdict."""
-    points = []
-    for member in members:
-        agreement, floor = own
-        if not member.get("own"):
-            key = member["input"]
-            mine, reference = _run(paths.get(key)), _run(paths.get(f"{key}_reference"))
-            if mine is None or reference is None:
-                continue
-            judgement = judge_runs(mine, reference, _run(paths.get(f"{key}_floor")))
-            if judgement.verdict == NO_VERDICT:
-                continue
-            agreement, floor = judgement.agreement, judgement.floor
-        points.append(SeriesPoint(member["cell"], member["label"], agreement, floor))
-    return judge_series(points)
-
-
 def card_fidelity(
     records: Sequence[Any],
     settings: Mapping[str, Any],
@@ -96,16 +63,17 @@ def card_fidelity(
     floor: str | Path | None = None,
     kld: str | Path | None = None,
     metrics: Mapping[str, Any] | None = None,
-    family: Mapping[str, str] | None = None,
+    family: str | Path | None = None,
 ) -> CardFidelity | None:
     """The section's data: `settings` the card's `fidelity` param (`kind`, `reference_cell`,
-    `goal`, a sweep point's `family`), the paths the card rule's inputs name (metrics.json of
-    the reference and of the floor run, the KL file, the family's other points' files);
-    `metrics` the cell's own metrics.json (None: done)."""
+    `goal`, a sweep point's own id as `point`), the paths the card rule's inputs name
+    (metrics.json of the reference and of the floor run, the KL file, a sweep point's series'
+    family file: outputs.fidelity.family); `metrics` the cell's own metrics.json (None:
+    done)."""
     if not settings:
         return None
     mine = Run.of(metrics or {"status": Status.DONE}, records)
-    reference_run, floor_run = _run(reference), _run(floor)
+    reference_run, floor_run = run_of(reference), run_of(floor)
     if reference_run is None:  # a reference cell: its own floor
         for part, run in ((THIS_CELL, mine), (FLOOR_RUN, floor_run)):
             if run is not None and not run.finished:
@@ -115,11 +83,11 @@ def card_fidelity(
     judgement = judge_runs(mine, reference_run, floor_run)
     kld_figures = json.loads(Path(kld).read_text()) if kld else None
     judged, series = PairVerdict(judgement.verdict, judgement.reason, judgement.p_value), None
-    if settings.get("family") and judgement.verdict != NO_VERDICT:
-        own_pair = (judgement.agreement, judgement.floor)
-        series = family_verdict(settings["family"], family or {}, own_pair)
-        own = series.point(next(m["cell"] for m in settings["family"] if m.get("own")))
-        judged = PairVerdict(own.verdict, own.reason, own.alone.p_value)
+    if family and judgement.verdict != NO_VERDICT:
+        series = read_family(family)
+        own = series.point(settings["point"])
+        if own is not None:
+            judged = PairVerdict(own.verdict, own.reason, own.alone.p_value)
     goal_lines: tuple[str, ...] = ()
     if settings.get("goal"):
         goal = FidelityGoal.from_dict(settings["goal"])
