@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,6 +69,13 @@ def test_no_source_is_a_reason_and_a_point_takes_its_series_idle_draw(monkeypatc
     cpu = energy_record(open_meter("rapl", None), sampler, load, 1, None, {})
     assert cpu["reason"].startswith("rapl: no powercap folder")
     assert all(cpu[k] is None for k in ("joules", "idle_w", "j_per_output_token"))
+    broken = SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 1)
+    broken.nvmlDeviceGetHandleByIndex = lambda i: i
+    broken.nvmlDeviceGetUUID = lambda h: "GPU-1"
+    broken.nvmlDeviceGetName = lambda h: 1 / 0  # past NVML's start: not a SourceUnavailable
+    monkeypatch.setitem(sys.modules, "pynvml", broken)
+    lost = energy_record(open_meter("nvml", None), sampler, load, 1, None, {})
+    assert lost["reason"] == "nvml: ZeroDivisionError: division by zero"
     idle = IdleBaseline(Window(10.0, 13.0), 80.0, 240.0, COUNTER)
     point = attached_meter("nvml", {"visible_devices": "1", "idle": idle.to_dict()})
     assert point.idle == idle and point.visible_devices == "1" and point.source is None

@@ -104,7 +104,10 @@ def open_meter(source: str, visible_devices: str | None) -> Meter:
     """The cell's source (`run.energy_source`) opened for `visible_devices`."""
     if source == NONE:
         return Meter(None, ((NONE, NOT_READ),), visible_devices)
-    found = open_source(order=(source,), visible_devices=visible_devices)
+    try:
+        found = open_source(order=(source,), visible_devices=visible_devices)
+    except Exception as exc:  # a driver that fails past its start: a reason, not the cell's end
+        return Meter(None, ((source, f"{type(exc).__name__}: {exc}"),), visible_devices)
     if isinstance(found, Unavailable):
         return Meter(None, found.tried, visible_devices)
     return Meter(found, (), visible_devices)
