@@ -47,6 +47,6 @@ rule series_server:
         launch=JOBS.series_launch_file,
         failures_dir=GRAPH.failures,
     shell:
-        'PYTHONPATH="$LLMBENCH_WORKFLOW" exec "$LLMBENCH_PYTHON" -m'
+        'PYTHONPATH="$LLMBENCH_WORKFLOW${{PYTHONPATH:+:$PYTHONPATH}}" exec "$LLMBENCH_PYTHON" -m'
         " workflow_scripts.entry.series_server {log:q} --server {output.server:q}"
         " --cell-file {params.launch:q} {params.inputs} --failures-dir {params.failures_dir:q}"

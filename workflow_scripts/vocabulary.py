@@ -1,8 +1,8 @@
 """The words every package shares: a cell (`Cell`) with its workload (`Workload`, its prompts a
-`DatasetSettings`) and run settings (`RunSettings`, `MemorySettings`), a sweep point, its name and
-its load (`SweepPoint`, `point_part`, `point_shown`, `point_value`), how its run ended
-(`Status`), what it measured (`CellMetrics`, the record metrics.json holds) and a config that
-cannot run (`ConfigError`).
+`DatasetSettings`) and run settings (`RunSettings`, `MemorySettings`, the energy sources), a
+sweep point, its name and its load (`SweepPoint`, `point_part`, `point_shown`, `point_value`),
+how its run ended (`Status`), what it measured (`CellMetrics`, the record metrics.json holds)
+and a config that cannot run (`ConfigError`).
 
 A leaf: it imports nothing from workflow_scripts, so config, engines, cell and outputs all import
 it and it imports none of them back.
@@ -171,15 +171,23 @@ class MemorySettings:
     floor_gib: float  # MemAvailable below this stops the server
 
 
+# Where a cell's energy is read (`energy.source` resolved for the cell, config.energy): the
+# NVIDIA GPUs' NVML counters, the CPU sockets' RAPL counters, or nowhere; `auto` is resolved
+# before a cell is made.
+ENERGY_NVML, ENERGY_RAPL, ENERGY_NONE = "nvml", "rapl", "none"
+ENERGY_AUTO = "auto"
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """The config's settings for running any cell, the engine's readiness timeout over the
-    config's."""
+    config's, and the energy source the cell reads (resolved: nvml | rapl | none)."""
 
     host: str  # the address servers listen on
     ready_timeout_s: float
     memory: MemorySettings
     context_guard: str  # fail | skip | size
+    energy_source: str = ENERGY_NONE
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +195,7 @@ class RunSettings:
             "ready_timeout_s": self.ready_timeout_s,
             "memory": {f.name: getattr(self.memory, f.name) for f in fields(self.memory)},
             "context_guard": self.context_guard,
+            "energy_source": self.energy_source,
         }
 
     @classmethod
@@ -409,6 +418,9 @@ class CellMetrics(TypedDict, total=False):
     client: dict[str, Any]
     interference: dict[str, Any]
     repeats: dict[str, Any]
+    # the energy of the bench, from the hardware's counters, or `not measured` with the reason
+    # (energy.record.EnergyRecord.to_dict; docs/metrics.md, "Energy")
+    energy: dict[str, Any]
     # provenance
     ready_s: float
     engine_version: str | None

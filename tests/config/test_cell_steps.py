@@ -98,6 +98,7 @@ def test_resolve_cell_types_the_workload_and_run_settings(config):
         ready_timeout_s=config["ready_timeout_s"],
         memory=MemorySettings(interval_s=0.5, baseline_samples=5, floor_gib=1.0),
         context_guard="skip",
+        energy_source="rapl",  # auto, and nothing says the server uses a GPU
     )
     assert cell.engine_spec["settings"]["ctx_size"] == 4096  # the cell's over the engine's
     assert cell.engine_spec["name"] == "llamacpp-cpu"

@@ -27,7 +27,7 @@ KEYS = {
     "error_j", "resolution_j", "idle_w", "joules_above_idle", "mean_w", "peak_w",
     "output_tokens", "prompt_tokens", "j_per_output_token", "output_tokens_per_j",
     "j_per_token", "tokens_per_j", "j_above_idle_per_output_token", "valid", "cross_check",
-    "steady", "steady_reason", "client_cpu_share_pct", "notes", "reason", "tried",
+    "steady", "steady_reason", "client_cpu_share_pct", "disturbed", "notes", "reason", "tried",
 }  # fmt: skip
 
 

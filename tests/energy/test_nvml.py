@@ -7,10 +7,17 @@ import sys
 
 import pytest
 
+from tests.energy.conftest import Clock
 from tests.fixtures.energy.nvml_law import NO_COUNTER_ENV
 from workflow_scripts.energy.counters import deltas
 from workflow_scripts.energy.meter import Unavailable, idle_baseline, open_source
-from workflow_scripts.energy.nvml import NvmlSource, select_devices, visible_entries
+from workflow_scripts.energy.nvml import (
+    MAX_STAMP_SKEW_S,
+    STAMPED_NOTE,
+    NvmlSource,
+    select_devices,
+    visible_entries,
+)
 from workflow_scripts.energy.record import not_measured
 from workflow_scripts.energy.samples import integrate_power
 from workflow_scripts.energy.source import COUNTER, NVML, POWER_SAMPLES, SourceUnavailable
@@ -127,3 +134,28 @@ def test_visible_devices_by_index_uuid_prefix_and_what_is_refused():
     for value, words in refused.items():
         with pytest.raises(SourceUnavailable, match=words):
             select_devices(visible_entries(value), uuids)
+
+
+def test_a_read_is_timed_by_nvmls_own_timestamp_of_the_value(standin_nvml, law, clock, monkeypatch):
+    """The stand-in's clock runs 0.25 s ahead of the reader's: a read is timed by NVML's
+    timestamp (the stand-in's instant, µs), so its joules are the law's between the two reads'
+    stated times; NVML's clock further than MAX_STAMP_SKEW_S from this one, or no field-values
+    call, and the reader's clock times it."""
+    ahead = Clock(0.0)
+    monkeypatch.setattr(standin_nvml, "clock", ahead)
+    clock.now, ahead.now = law.origin_s + 500.0, law.origin_s + 500.25
+    source = NvmlSource("1", clock=clock, module=standin_nvml)
+    assert source.stamped and STAMPED_NOTE in source.info().notes
+    first = source.read()
+    clock.now, ahead.now = law.origin_s + 530.0, law.origin_s + 530.25
+    second = source.read()
+    assert (first.t_s, second.t_s) == (law.origin_s + 500.25, law.origin_s + 530.25)
+    joules = sum(deltas(first, second, source.info().ranges_raw)) * 1e-3
+    assert joules == pytest.approx(law.joules(1, first.t_s, second.t_s), rel=1e-6)
+    ahead.now = clock.now + 2 * MAX_STAMP_SKEW_S
+    skewed = NvmlSource("1", clock=clock, module=standin_nvml)
+    assert not skewed.stamped and skewed.read().t_s == clock.now
+    assert STAMPED_NOTE not in skewed.info().notes
+    monkeypatch.delattr(standin_nvml, "nvmlDeviceGetFieldValues")
+    ahead.now = clock.now
+    assert not NvmlSource("1", clock=clock, module=standin_nvml).stamped

@@ -1,7 +1,8 @@
 """One measured attempt on a cell's server, and measuring again while it was disturbed: the
 bench window (what is read at the measured run's edges: the engine's speculative-decoding and
-prefix-cache counters, the CPU snapshots), the warm-up, load and scrape of an attempt, and the
-rule of `checks.rerun_disturbed` (only on a server whose prefix cache is off)."""
+prefix-cache counters, the CPU snapshots, the energy counter), the warm-up, load and scrape of
+an attempt, and the rule of `checks.rerun_disturbed` (only on a server whose prefix cache is
+off)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from ..process.machine_use import (
 from ..process.memory import MemorySampler
 from ..terminal import say
 from ..vocabulary import Cell
+from .energy import Meter
 
 
 def _scrape(base_url: str, paths: list[str]) -> str | None:
@@ -46,8 +48,9 @@ def _scrape(base_url: str, paths: list[str]) -> str | None:
 
 class BenchWindow:
     """What is read at the edges of the measured run: the engine's speculative-decoding counters
-    and its prefix cache's text before and after, and the CPU snapshots of the server's and the
-    client's trees."""
+    and its prefix cache's text before and after, the CPU snapshots of the server's and the
+    client's trees, and the energy counter (`meter`), read closest to the run: last at its
+    start, first at its end."""
 
     def __init__(
         self,
@@ -55,9 +58,11 @@ class BenchWindow:
         base_url: str,
         sampler: MemorySampler,
         server_roots: tuple[int | None, ...],
+        meter: Meter | None = None,
     ) -> None:
         self.adapter, self.base_url = adapter, base_url
         self.sampler, self.server_roots = sampler, server_roots
+        self.meter = meter
         self.counters: dict[str, SpecCounters | None] = {}
         self.cache_texts: dict[str, str | None] = {}
         self.use: dict[str, UseSnapshot] = {}
@@ -77,8 +82,12 @@ class BenchWindow:
         self.sampler.set_phase("bench")
         self._read("before")
         self.use["start"] = take_snapshot(self.server_roots)
+        if self.meter is not None:
+            self.meter.read_edge("start")
 
     def measure_end(self) -> None:
+        if self.meter is not None:
+            self.meter.read_edge("end")
         self.use["end"] = take_snapshot(self.server_roots)
 
     def scrape_after(self) -> None:
@@ -88,6 +97,8 @@ class BenchWindow:
         self.use.clear()
         self.counters.clear()
         self.cache_texts.clear()
+        if self.meter is not None:
+            self.meter.clear()
 
     def prefix_cache_hit_pct(self, records: Sequence[RequestRecord]) -> float | None:
         """The engine's prefix-cache hit rate over the measured run (metrics.json

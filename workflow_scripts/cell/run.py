@@ -1,5 +1,5 @@
-"""Run one cell: baseline memory -> launch -> ready -> warmup -> load -> scrape -> teardown ->
-results/cells/<cell>/{metrics.json, requests.jsonl, memory.csv, server.log}.
+"""Run one cell: baseline memory and idle draw -> launch -> ready -> warmup -> load -> scrape ->
+teardown -> results/cells/<cell>/{metrics.json, requests.jsonl, memory.csv, server.log}.
 
 A benchmark failure is a result (status `failed`, with the reason) so the summary shows it;
 an interruption (Ctrl-C, SIGTERM) tears the server down and writes no result at all.
@@ -56,6 +56,7 @@ from .attempts import (
     reruns_allowed,
 )
 from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
+from .energy import Meter, energy_record, idle_across, meter_for
 from .failures import bump_failures
 from .record import host_info, weights_provenance, write_outputs
 from .specdecode import spec_result
@@ -209,18 +210,19 @@ class OwnServer:
         self.adapter, self.engine_info = adapter, inputs.engine_info
         self.plan = plan_launch(inputs, adapter, dataset, log_path)
         server = self.plan.launch.server
-        self.sampler = memory_sampler(self.plan.cell, lambda: server.stop(timeout_s=2))
+        self.meter = meter_for(self.plan.cell, self.plan.command.env)
+        self.sampler = memory_sampler(self.plan.cell, lambda: server.stop(timeout_s=2), self.meter)
 
     def launch_facts(self) -> CellMetrics:
         return launch_facts(self.plan, self.engine_info)
 
     def __enter__(self) -> OwnServer:
-        start_sampling(self.sampler, self.plan.cell)
+        start_sampling(self.sampler, self.plan.cell, self.meter)
         self.plan.launch.__enter__()
         return self
 
     def ready(self) -> Ready:
-        return start_and_wait(self.plan, self.adapter, self.sampler)
+        return start_and_wait(self.plan, self.adapter, self.sampler, self.meter)
 
     def died(self, when: str) -> str | None:
         server = self.plan.launch.server
@@ -322,23 +324,27 @@ def launch_facts(plan: LaunchPlan, engine_info: dict[str, Any]) -> CellMetrics:
     }
 
 
-def memory_sampler(cell: Cell, stop_server: Callable[[], object]) -> MemorySampler:
+def memory_sampler(
+    cell: Cell, stop_server: Callable[[], object], meter: Meter | None = None
+) -> MemorySampler:
     """The cell's memory sampler (the one way it is built: a cell's own server, a series'
-    server, a point on it); below the floor, it stops the server."""
+    server, a point on it), reading the meter's source beside memory; below the floor, it stops
+    the server."""
     memory = cell.run.memory
     return MemorySampler(
         interval_s=float(memory.interval_s),  # recorded in metrics.json `mem` as a float
         floor_kib=int(memory.floor_gib * KIB_PER_GIB),
         on_floor=lambda sample: stop_server(),
+        energy=meter.probe if meter is not None else None,
     )
 
 
-def start_sampling(sampler: MemorySampler, cell: Cell) -> None:
-    """The baseline before launch, then sampling until teardown. The client's tree (this
-    process) is sampled from the baseline on: its rise above its own baseline is what the
-    summary's memory figure does not charge to the server."""
+def start_sampling(sampler: MemorySampler, cell: Cell, meter: Meter) -> None:
+    """The baseline before launch, the idle draw read across it, then sampling until
+    teardown. The client's tree (this process) is sampled from the baseline on: its rise above
+    its own baseline is what the summary's memory figure does not charge to the server."""
     sampler.watch_client(os.getpid())
-    sampler.take_baseline(cell.run.memory.baseline_samples)
+    idle_across(meter, lambda: sampler.take_baseline(cell.run.memory.baseline_samples), sampler)
     sampler.start()
 
 
@@ -359,7 +365,9 @@ class Ready:
         return {**found, **self.shared}
 
 
-def start_and_wait(plan: LaunchPlan, adapter: EngineAdapter, sampler: MemorySampler) -> Ready:
+def start_and_wait(
+    plan: LaunchPlan, adapter: EngineAdapter, sampler: MemorySampler, meter: Meter | None = None
+) -> Ready:
     cell, command, server = plan.cell, plan.command, plan.launch.server
     sampler.set_phase("load")
     plan.launch.start()
@@ -377,7 +385,7 @@ def start_and_wait(plan: LaunchPlan, adapter: EngineAdapter, sampler: MemorySamp
         sampler.server_pid = container_pid(command.container) or server.pid
     server_roots = (server.pid, sampler.server_pid)
     sampler.watch_client(os.getpid(), exclude=server_roots)
-    window = BenchWindow(adapter, command.base_url, sampler, server_roots)
+    window = BenchWindow(adapter, command.base_url, sampler, server_roots, meter)
     return Ready(ready_s, server_version, image_id, window)
 
 
@@ -395,8 +403,8 @@ def measured(
     kept: Attempt,
     window: BenchWindow,
 ) -> CellMetrics:
-    """The kept attempt's figures, how it was run, acceptance, the prefix cache's hit rate, and
-    what the client and the rest of the machine used during its bench."""
+    """The kept attempt's figures, how it was run, acceptance, the prefix cache's hit rate,
+    what the client and the rest of the machine used during its bench, and its energy."""
     cell, command = plan.cell, plan.command
     load = kept.load
     records = load.records
@@ -425,6 +433,9 @@ def measured(
         figures["client"] = client_use(use["start"], use["end"], choice, inputs.thresholds)
     if kept.interference is not None:
         figures["interference"] = kept.interference
+    figures["energy"] = energy_record(
+        window.meter, window.sampler, load, cell.concurrency, kept.interference, use
+    )
     return figures
 
 

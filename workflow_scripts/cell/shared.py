@@ -2,9 +2,10 @@
 it (`SharedServer`, the `serving` of run_cell). The queue and the record are cell.series's.
 
 What a point reports stays its own: its memory is MemAvailable against the baseline the server
-job took before the launch, sampled from the point's turn to its end; its server.log is the part
-of the series' log written during its turn; its metrics.json names the server start
-(`server_start`: id, position, pid) it ran on.
+job took before the launch, sampled from the point's turn to its end; its energy is read over its
+own bench window against the idle draw the server job read across that baseline (the record's
+`energy`); its server.log is the part of the series' log written during its turn; its
+metrics.json names the server start (`server_start`: id, position, pid) it ran on.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..terminal import say
 from ..vocabulary import Cell, CellMetrics
 from . import series
 from .attempts import BenchWindow
+from .energy import Meter, attached_meter, idle_across, meter_for
 from .run import (
     CellInputs,
     Ready,
@@ -120,8 +122,10 @@ def serve_series(inputs: CellInputs, record: Path) -> None:
             check_inputs(inputs)
             plan = plan_launch(inputs, adapter, load_prompts(cell), record.with_suffix(".log"))
             server = plan.launch.server
-            sampler = memory_sampler(plan.cell, lambda: server.stop(timeout_s=2))
-            sampler.take_baseline(cell.run.memory.baseline_samples)
+            meter = meter_for(plan.cell, plan.command.env)
+            sampler = memory_sampler(plan.cell, lambda: server.stop(timeout_s=2), meter)
+            baseline = cell.run.memory.baseline_samples
+            idle_across(meter, lambda: sampler.take_baseline(baseline), sampler)
             with plan.launch:
                 started = start_and_wait(plan, adapter, sampler)
                 server_pid, memory_pid = started.window.server_roots
@@ -143,6 +147,7 @@ def serve_series(inputs: CellInputs, record: Path) -> None:
                     "engine_version": inputs.engine_info.get("version"),
                     "sizing": plan.sizing,
                     "baseline": [asdict(s) for s in sampler.samples if s.phase == "baseline"],
+                    "energy": meter.series_facts(),
                     "log": str(record.with_suffix(".log")),
                 }
                 write_json(record, ready)
@@ -173,6 +178,7 @@ class SharedServer:
         self.sampler = memory_sampler(self.cell, self._stop_server)
         self.record: dict[str, Any] = {}
         self.plan: AttachedPlan | None = None
+        self.meter: Meter | None = None  # opened once the server's record says which GPUs
         self._stack = ExitStack()
         self._log_from = 0
 
@@ -193,6 +199,8 @@ class SharedServer:
             raise ServerError("the series' server was restarted while this point waited")
         self.record = record
         self._log_from = _size(Path(record["log"]))
+        self.meter = attached_meter(self.cell.run.energy_source, record.get("energy"))
+        self.sampler.energy = self.meter.probe
         self._sample_from_turn(record)
         command = AttachedCommand(
             argv=record["server_command"],
@@ -202,9 +210,8 @@ class SharedServer:
         )
         self.plan = AttachedPlan(self.cell, self.dataset, record.get("sizing"), command)
         say(f"{self.cell.id}: on the series' server ({record['start_id']}), turn {turn.position}")
-        window = BenchWindow(
-            self.adapter, record["base_url"], self.sampler, (record["pid"], record["memory_pid"])
-        )
+        roots = (record["pid"], record["memory_pid"])
+        window = BenchWindow(self.adapter, record["base_url"], self.sampler, roots, self.meter)
         shared: CellMetrics = {
             "server_command": record["server_command"],
             "server_env": record["server_env"],
@@ -228,8 +235,10 @@ class SharedServer:
 
     def _sample_from_turn(self, record: dict[str, Any]) -> None:
         """The server job's pre-launch baseline (without its own process's RSS: the client's
-        baseline is this point's first sample), then samples from this turn on."""
-        baseline = [MemorySample(**{**s, "client_rss_kib": None}) for s in record["baseline"]]
+        baseline is this point's first sample; without its energy readings, on that job's clock
+        and counter: the record's idle draw is theirs), then samples from this turn on."""
+        theirs = {"client_rss_kib": None, "power_w": None, "energy_j": None}
+        baseline = [MemorySample(**{**s, **theirs}) for s in record["baseline"]]
         self.sampler.samples.extend(baseline)
         self.sampler.server_pid = record["memory_pid"]
         self.sampler.watch_client(os.getpid())

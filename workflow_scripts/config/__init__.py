@@ -7,6 +7,8 @@ resolve -> expand repeats), a workload's sweep as one point per value (`sweeps`)
 latency goal and search read with the checks a schema cannot say (`search`) and a search's
 probes as cells (`probes`), fidelity goals and floor runs checked against what the cells record
 and measure (`fidelity`), the Slurm and local resources each cell asks for (`resources`), a
+setting given matrix-wide, per engine and per cells entry (`layers`), the energy source each
+cell reads and the prices the tables read (`energy`), a
 replayed trace's file, window, schedule and lengths checked by the reader's own rules
 (`traces`), and the commands a matrix would run, printed without running them (`plan`, also
 `python -m workflow_scripts.plan`). Nothing here downloads, builds or starts anything."""

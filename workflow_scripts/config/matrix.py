@@ -25,7 +25,7 @@ from ..vocabulary import (
     RunSettings,
     SweepPoint,
 )
-from . import bounded_yaml, checks, fidelity, probes, secrets, sweeps, traces
+from . import bounded_yaml, checks, energy, fidelity, probes, secrets, sweeps, traces
 from .checks import check_known, plain_copy
 from .derived import resolve_derived, resolve_tokenizer_from
 from .schema import check_schema
@@ -81,6 +81,7 @@ def _check_references(config: dict[str, Any]) -> None:
                 "only on its command line, which results record; not supported"
             )
         checks.check_engine(name, engine)
+    energy.check_costs(config)
     for name, drafter in config["drafters"].items():
         for kind in drafter.get("for_engine_kind", {}):
             if kind not in known_kinds():
@@ -222,20 +223,26 @@ def _drafter_of(
 
 
 def _engine_spec_of(config: dict[str, Any], choice: Choice) -> dict[str, Any]:
-    """The engine's entry, named, with the cell's settings over the engine's."""
-    spec = plain_copy(config["engines"][choice.engine])
+    """The engine's entry, named, with the cell's settings over the engine's; without its
+    resources, energy and cost (the cell's run settings carry its energy source resolved)."""
+    entry = energy.engine_entry(config["engines"][choice.engine])
+    spec = plain_copy({key: value for key, value in entry.items() if key != "resources"})
     spec["name"] = choice.engine
     spec["settings"] = {**spec.get("settings", {}), **choice.settings}
     return spec
 
 
-def run_settings(config: dict[str, Any], engine_spec: dict[str, Any]) -> RunSettings:
-    """The config's settings for running a cell, the engine's readiness timeout over its own."""
+def run_settings(
+    config: dict[str, Any], engine_spec: dict[str, Any], energy_source: str
+) -> RunSettings:
+    """The config's settings for running a cell, the engine's readiness timeout over its own,
+    and the energy source it reads (config.energy)."""
     return RunSettings(
         host=config["host"],
         ready_timeout_s=engine_spec.get("ready_timeout_s", config["ready_timeout_s"]),
         memory=MemorySettings(**config["memory"]),
         context_guard=config["context_guard"],
+        energy_source=energy_source,
     )
 
 
@@ -276,7 +283,9 @@ def resolve_cell(config: dict[str, Any], choice: Choice) -> Cell:
         workload_spec=sweeps.cell_workload(
             sweeps.points(choice.workload, workload)[0].entry, engine_spec
         ),
-        run=run_settings(config, engine_spec),
+        run=run_settings(
+            config, engine_spec, energy.energy_source(config, choice.engine, choice.entry)
+        ),
         reference=choice.reference,
         blocked=choice.blocked,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
+from .layers import layers
 from .matrix import Matrix, build_matrix
 
 # A blocked cell only writes its reason: it must never wait in a queue for a GPU, so it also
@@ -22,12 +23,8 @@ def layered_resources(config: dict[str, Any], engine: str, entry: int) -> dict[s
     """The matrix-wide `resources`, overridden key by key by engine `engine`'s, overridden by
     those of `cells` entry `entry` (its index): a fresh dict, the config untouched."""
     merged: dict[str, Any] = {}
-    for layer in (
-        config.get("resources"),
-        config["engines"][engine].get("resources"),
-        config["cells"][entry].get("resources"),
-    ):
-        merged.update(layer or {})
+    for layer in layers(config, "resources", engine, entry):
+        merged.update(layer)
     return merged
 
 

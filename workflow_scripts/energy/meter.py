@@ -10,9 +10,10 @@ point of the server's series is held against.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .counters import CounterRead, deltas
 from .nvml import NvmlSource
@@ -67,6 +68,21 @@ class IdleBaseline:
     joules: float | None
     method: str
     reason: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """As a shared server's record carries it to its points."""
+        return {
+            "window": {"start_s": self.window.start_s, "end_s": self.window.end_s},
+            "watts": self.watts,
+            "joules": self.joules,
+            "method": self.method,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IdleBaseline:
+        window = Window(float(data["window"]["start_s"]), float(data["window"]["end_s"]))
+        return cls(window, data["watts"], data["joules"], data["method"], data.get("reason", ""))
 
 
 def idle_from_reads(info: SourceInfo, start: CounterRead, end: CounterRead) -> IdleBaseline:

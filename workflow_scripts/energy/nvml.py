@@ -2,6 +2,12 @@
 (`nvmlDeviceGetTotalEnergyConsumption`, mJ since the driver loaded, Volta and later) and the
 power reading (`nvmlDeviceGetPowerUsage`, mW), of the devices the server uses.
 
+A read of the counters is timed by NVML's own timestamp of the first device's value (the
+field-values call, `NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION`: CPU time in µs since 1970), so a
+window's edges are the instants the values are of; where NVML gives no timestamp (an older
+driver, a field it does not serve, one off this machine's clock by more than
+`MAX_STAMP_SKEW_S`), by the clock read right before the counters.
+
 Which devices: the server's `CUDA_VISIBLE_DEVICES` (indices or GPU UUIDs, a UUID's unique
 prefix allowed), else all. An index means NVML's order, which is CUDA's only under
 `CUDA_DEVICE_ORDER=PCI_BUS_ID` (say UUIDs to be sure); a MIG instance is refused (the counter
@@ -26,6 +32,10 @@ MODULE = "pynvml"
 UNIT_J = 1e-3  # the counter counts millijoules
 MW_PER_W = 1000.0
 NOT_SUPPORTED_CODE = 3  # NVML_ERROR_NOT_SUPPORTED
+ENERGY_FIELD = 83  # NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: the same counter, with a timestamp
+US_PER_S = 1e6
+MAX_STAMP_SKEW_S = 5.0  # an NVML timestamp further than this from the clock is not trusted
+STAMPED_NOTE = "each counter read is timed by NVML's own timestamp of the value"
 SCOPE = (
     "board energy of the GPUs the server uses (NVML): a lower bound on the machine's, which "
     "also draws for its CPUs, host memory, fans and power supply"
@@ -116,10 +126,30 @@ class NvmlSource:
         self.has_counter = [self._supports(self._counter_mj, h) for h in self.handles]
         self.has_power = [self._supports(self._power_mw, h) for h in self.handles]
         self.method = self._method()
+        self.stamped = self.method == COUNTER and self._stamps_work()
         self._accumulator = Accumulator(UNIT_J, [None] * len(self.handles))
 
     def _counter_mj(self, handle: Any) -> int:
         return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+
+    def _stamped_mj(self, handle: Any) -> tuple[int, float] | None:
+        """The counter through the field-values call, with NVML's timestamp of it (epoch s);
+        None where the call, the field or the timestamp gives nothing usable."""
+        field = getattr(self.nvml, "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", ENERGY_FIELD)
+        try:
+            (found,) = self.nvml.nvmlDeviceGetFieldValues(handle, [field])
+            if found.nvmlReturn != 0 or found.timestamp <= 0:
+                return None
+            return int(found.value.ullVal), found.timestamp / US_PER_S
+        except Exception:
+            return None
+
+    def _stamps_work(self) -> bool:
+        """Whether every used device gives its counter with a timestamp on this machine's
+        clock (within MAX_STAMP_SKEW_S)."""
+        now = self.clock()
+        found = [self._stamped_mj(h) for h in self.handles]
+        return all(f is not None and abs(f[1] - now) <= MAX_STAMP_SKEW_S for f in found)
 
     def _power_mw(self, handle: Any) -> int:
         return int(self.nvml.nvmlDeviceGetPowerUsage(handle))
@@ -155,7 +185,7 @@ class NvmlSource:
                 self.indices, self.uuids, self.names, self.has_counter, self.has_power, strict=True
             )
         )
-        notes = ()
+        notes: tuple[str, ...] = (STAMPED_NOTE,) if self.stamped else ()
         if self.method == POWER_SAMPLES:
             lacking = [u for u, c in zip(self.uuids, self.has_counter, strict=True) if not c]
             notes = (
@@ -169,10 +199,18 @@ class NvmlSource:
         )
 
     def read(self) -> CounterRead | None:
-        """Every used device's counter, in mJ; None under `power samples`."""
+        """Every used device's counter, in mJ, timed by NVML's timestamp of the first device's
+        value where it gives one (else by the clock right before the reads); None under
+        `power samples`."""
         if self.method != COUNTER:
             return None
         t_s = self.clock()
+        if self.stamped:
+            found = [self._stamped_mj(h) for h in self.handles]
+            if all(f is not None for f in found):
+                stamp = found[0][1]
+                t_s = stamp if abs(stamp - t_s) <= MAX_STAMP_SKEW_S else t_s
+                return CounterRead(t_s, tuple(f[0] for f in found))
         return CounterRead(t_s, tuple(self._counter_mj(h) for h in self.handles))
 
     def power_w(self) -> float | None:

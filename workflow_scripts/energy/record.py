@@ -4,9 +4,10 @@ A measured record holds the source and method, the devices or domains read, the 
 joules cover and the idle window (epoch seconds, so a reading can be audited against the
 counter), gross joules, idle watts and joules above idle, mean and peak power, the tokens and
 the per-token figures, the counter's resolution, the cross-check of the counter against the
-power samples, the steady state's figures with their interval, and (for RAPL) the client's
-share of the CPU time. One that could not be read says `not measured`, every figure null (never
-0), with the reason: which sources were tried and why each failed.
+power samples, the steady state's figures with their interval, (for RAPL) the client's share of
+the CPU time, and whether other work disturbed the bench (it draws power too). One that could
+not be read says `not measured`, every figure null (never 0), with the reason: which sources
+were tried and why each failed.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class EnergyRecord:
     steady: Steady | None = None
     steady_reason: str = ""
     client_cpu_share_pct: float | None = None
+    disturbed: bool | None = None
     notes: tuple[str, ...] = ()
     reason: str = ""
     tried: tuple[tuple[str, str], ...] = ()
@@ -125,10 +127,26 @@ class EnergyRecord:
             "steady": self.steady.to_dict() if self.steady else None,
             "steady_reason": self.steady_reason or None,
             "client_cpu_share_pct": self.client_cpu_share_pct,
+            "disturbed": self.disturbed,
             "notes": list(self.notes),
             "reason": self.reason or None,
             "tried": [{"source": s, "reason": r} for s, r in self.tried],
         }
+
+
+DISTURBED_NOTE = (
+    "other work on the machine during the bench (the cell's interference flag) drew power too: "
+    "these joules are not the server's alone"
+)
+
+
+def with_disturbed(record: EnergyRecord, disturbed: bool | None) -> EnergyRecord:
+    """A measured record marked as the cell's measurement is (process/machine_use's one
+    definition of disturbed, handed in by the cell): a disturbed one says why it overstates."""
+    if record.status != MEASURED:
+        return record
+    notes = (*record.notes, DISTURBED_NOTE) if disturbed else record.notes
+    return replace(record, disturbed=disturbed, notes=notes)
 
 
 def not_measured(tried: tuple[tuple[str, str], ...], reason: str = "") -> EnergyRecord:

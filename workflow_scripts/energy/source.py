@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..vocabulary import ENERGY_NONE as NONE
+from ..vocabulary import ENERGY_NVML as NVML
+from ..vocabulary import ENERGY_RAPL as RAPL
 from .counters import CounterRead
 
-NVML = "nvml"
-RAPL = "rapl"
-NONE = "none"
 SOURCES = (NVML, RAPL, NONE)
 COUNTER = "counter"
 POWER_SAMPLES = "power samples"

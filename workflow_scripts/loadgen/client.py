@@ -39,6 +39,7 @@ class LoadResult:
     started_at: float
     finished_at: float
     clock_origin_s: float = 0.0  # time.perf_counter() (CLOCK_MONOTONIC) at the measured start
+    epoch_origin_s: float = 0.0  # time.time() at the same instant: records' `sent_s` zero
     processes: ProcessChoice | None = None
     planned_turns: list[int] | None = None  # None: no conversations
 
@@ -121,7 +122,7 @@ async def _measure(
         bar = Progress(sum(p.requests for p in prompts), options.progress, options.progress_label)
         bar.poll = part.poll
         bar_task = asyncio.create_task(bar.run())
-        t0 = time.perf_counter()
+        t0, t0_epoch_s = time.perf_counter(), time.time()
         try:
             await part.run(t0, bar.update)
         finally:
@@ -143,6 +144,7 @@ async def _measure(
         started_at,
         time.time(),
         t0,
+        t0_epoch_s,
         planned_turns=[p.requests for p in prompts] if talks else None,
     )
 

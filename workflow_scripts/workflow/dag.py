@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from ..cell.failures import bump_failures, failure_counts
 from ..cell.record import cut_short, write_unreadable
 from ..cell.results_dir import write_at_parse
 from ..cell.series import forget_provenance, launch_path, record_path, write_series_files
+from ..config.energy import prices_by_cell, without_prices
 from ..config.matrix import build_matrix, validate_config
 from ..config.probes import Search, probe_of
 from ..config.resources import (
@@ -63,8 +64,9 @@ SUMMARY_TABLES = (
 @dataclass
 class Dag:
     """What the rules need of a config. `config` is the validated config without resources
-    (resources say where a cell runs, not what it measures: kept out of every param); what it
-    answers about output fidelity is its `fidelity_steps`."""
+    and prices (resources say where a cell runs, prices what it costs, neither what it
+    measures: kept out of every param but the tables'; `prices` by cell, config.energy); what
+    it answers about output fidelity is its `fidelity_steps`."""
 
     config: dict[str, Any]
     cells: dict[str, Cell]
@@ -77,6 +79,7 @@ class Dag:
     weights: dict[str, dict[str, Any]]
     goals: dict[str, Slo]
     fidelity_steps: FidelitySteps
+    prices: dict[str, Any] = field(default_factory=dict)
 
     # --- where things are ---------------------------------------------------------------------
 
@@ -278,6 +281,11 @@ class Dag:
         points = sweep_cell_ids(list(self.cells.values()))
         return param_json({cell: self.cell_resources[cell].get("gpu") for cell in points})
 
+    def cell_prices(self) -> str:
+        """Each cell's price (and each searched series', its probes'), or null: `cost` kept
+        out of every cell's settings, for the tables' dollar figures (config.energy)."""
+        return param_json(self.prices)
+
     def all_cells_settings(self) -> str:
         return self._all_cells_settings
 
@@ -390,8 +398,8 @@ def build_dag(raw_config: dict[str, Any]) -> Dag:
     """The DAG of a config; ConfigError names the key of anything wrong, before anything
     runs."""
     validated = validate_config(raw_config)
-    config = without_resources(validated)
-    matrix = build_matrix(config)
+    config = without_prices(without_resources(validated))
+    matrix = build_matrix(validated)  # its cells leave resources and prices out themselves
     cells = {cell.id: cell for cell in matrix.cells}
     series = shared_series(cells.values())
     cell_resources, series_resources_ = series_resources(
@@ -425,4 +433,7 @@ def build_dag(raw_config: dict[str, Any]) -> Dag:
         weights=with_dependencies(weights),
         goals=goals_of(config),
         fidelity_steps=fidelity_steps,
+        prices=prices_by_cell(
+            validated, [*cells.values(), *(s.template for s in matrix.searches.values())]
+        ),
     )
