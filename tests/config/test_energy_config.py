@@ -11,8 +11,8 @@ import pytest
 from tests.support.pipeline import tiny_config
 from workflow_scripts.config.energy import prices_by_cell
 from workflow_scripts.config.matrix import build_cells, validate_config
-from workflow_scripts.dag import build_dag
 from workflow_scripts.vocabulary import ConfigError
+from workflow_scripts.workflow.dag import build_dag
 
 CELL = "smollm2-135m__llamacpp-cpu__q4_1__none__tiny"
 
