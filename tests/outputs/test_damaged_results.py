@@ -179,3 +179,20 @@ def test_a_plain_cells_cut_short_metrics_is_named_and_the_cell_failed_for_a_reru
     assert (tmp_path / "results" / "failures" / f"{cell}.count").read_text() == "1\n"
     graph.heal_cells(say=said.append)  # whole now: left alone, no line
     assert len(said) == 2 and graph.failed_attempts == {cell: 1}
+
+
+def test_a_judgement_without_its_latency_basis_is_not_settled(tmp_path):
+    """A probe's slo.json written before judgements said which basis their latencies ran from
+    (an open-loop probe was then judged from the send) is judged again, not read as settled;
+    one that says its basis is read as it stands."""
+    folder = tmp_path / "p-c1"
+    folder.mkdir()
+    goal = tmp_path / "goal.json"
+    goal.write_text(json.dumps(GOAL.to_dict()))
+    (folder / "metrics.json").write_text('{"status": "done"}')
+    judged = {"slo": GOAL.to_dict(), "verdict": "pass", "result": {"verdict": "pass"}}
+    (folder / "slo.json").write_text(json.dumps(judged))
+    assert settled_verdict(folder / "slo.json", folder / "metrics.json", goal, GOAL) is None
+    judged["result"]["latency_from"] = "schedule"
+    (folder / "slo.json").write_text(json.dumps(judged))
+    assert settled_verdict(folder / "slo.json", folder / "metrics.json", goal, GOAL) == "pass"

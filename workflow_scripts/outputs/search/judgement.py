@@ -90,8 +90,9 @@ def settled_verdict(
     judged: str | Path, metrics: str | Path, goal: str | Path, slo: Slo
 ) -> Verdict | None:
     """A probe's verdict read straight from its `slo.json` when that is settled: judged under
-    this goal, after the goal file and the probe's metrics were last written, and the probe ran;
-    else None (ask its checkpoint). Why: Snakemake's own view of a checkpoint's output is empty
+    this goal, after the goal file and the probe's metrics were last written, the probe ran, and
+    the judgement says which basis its latencies ran from (one written before could have judged
+    an open-loop probe from the send); else None (ask its checkpoint). Why: Snakemake's own view of a checkpoint's output is empty
     while it builds the DAG, so a walk through `checkpoints.get` alone stops at the first probe
     every time, and the probe it should ask for next (one that failed, or not run yet) is only
     found in a later update, which does not rerun tables that exist."""
@@ -103,4 +104,6 @@ def settled_verdict(
         return None
     if not newer or data.get("slo") != slo.to_dict() or data.get("verdict") is None:
         return None
+    if "latency_from" not in (data.get("result") or {}):
+        return None  # judged before the basis was recorded: judged again (from the schedule)
     return Verdict(data["verdict"])
