@@ -70,3 +70,24 @@ def test_the_code_map_names_every_module_in_its_package_row():
         if unsaid := sorted({part for part in parts if not named(part, rows[name])}):
             missing[name] = unsaid
     assert missing == {}
+
+
+README = PACKAGE.parent / "README.md"
+
+
+def readme_code_map() -> str:
+    """The README's map of workflow_scripts/: the code block under "Where the code lives"."""
+    text = README.read_text()
+    section = text[text.index("## Where the code lives") :]
+    return section[section.index("```\n") + 4 : section.index("\n```", section.index("```\n") + 4)]
+
+
+def test_the_readme_code_map_names_every_package_and_leaf():
+    """Each package of workflow_scripts/ heads a line of the README's map (`name/`), and each
+    module at the root is named in it (`name.py`)."""
+    block = readme_code_map()
+    heads = set(re.findall(r"^(\w+)/ ", block, re.M))
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert packages - heads == set()
+    leaves = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert {leaf for leaf in leaves if leaf not in block} == set()
