@@ -19,6 +19,7 @@ from workflow_scripts.fidelity.kld import (
     conversation_text,
     kld_argv,
     measure_kld,
+    recorded,
     sha256_bytes,
     write_failure,
 )
@@ -259,3 +260,24 @@ def test_no_step_without_a_gguf_reference_or_a_built_llamacpp(empty_workdir):
     assert dag.fidelity_steps.kld_targets() == []
     with pytest.raises(UnknownCell, match="no KL divergence step"):
         dag.fidelity_steps.kld_plan("smollm2-135m")
+
+
+def test_a_step_that_raises_leaves_a_failed_record_and_its_traceback(tmp_path, capsys):
+    """What each KL rule's body runs (kld.recorded): a measurement that raises leaves a failed
+    record naming the error, its failure counter bumped, a base step's logits emptied, and the
+    traceback in the rule's log (stderr); one that returns leaves nothing of its own."""
+    step = KldStep("m", "q8", "f16", "e", {}, KldSettings())
+    record, logits = tmp_path / "m__q8.json", tmp_path / "base.logits"
+    logits.write_bytes(b"partial")
+
+    def fails():
+        raise OSError("llama-perplexity vanished")
+
+    recorded(step, fails, str(record), str(tmp_path / "failures"), logits=str(logits))
+    written = json.loads(record.read_text())
+    assert written["status"] == "failed" and "llama-perplexity vanished" in written["reason"]
+    assert logits.read_bytes() == b""
+    assert "OSError: llama-perplexity vanished" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    recorded(step, lambda: None, str(other), str(tmp_path / "failures"))
+    assert not other.exists()

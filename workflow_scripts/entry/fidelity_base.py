@@ -2,24 +2,21 @@
 failed record that says why."""
 
 import json
-import traceback
 
 from workflow_scripts.entry import stderr_to_log
-from workflow_scripts.fidelity.kld import measure_base, write_failure
+from workflow_scripts.fidelity.kld import measure_base, recorded
 from workflow_scripts.fidelity.kld_plan import KldStep
 
 sm = snakemake  # noqa: F821  (injected by Snakemake)
 with stderr_to_log(sm.log[0]):
     step = KldStep.from_dict(json.loads(sm.params.step))
-    try:
-        measure_base(
-            step,
-            sm.input.text,
-            sm.input.engine,
-            sm.input.weights,
-            sm.output.logits,
-            sm.output.record,
-        )
-    except Exception as exc:
-        traceback.print_exc()
-        write_failure(step, sm.output.record, sm.params.failures_dir, exc, sm.output.logits)
+    inputs, outputs = sm.input, sm.output
+    recorded(
+        step,
+        lambda: measure_base(
+            step, inputs.text, inputs.engine, inputs.weights, outputs.logits, outputs.record
+        ),
+        outputs.record,
+        sm.params.failures_dir,
+        logits=outputs.logits,
+    )

@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +237,22 @@ def _run_facts(
         "dataset": step.settings.dataset,
         "llama_cpp": build,
     }
+
+
+def recorded(
+    step: KldStep,
+    measure: Callable[[], object],
+    record: str,
+    failures_dir: str,
+    logits: str | None = None,
+) -> None:
+    """`measure()`, or, when it raises, its traceback in the rule's log and a failed record
+    (write_failure): what each KL rule's body runs."""
+    try:
+        measure()
+    except Exception as exc:
+        traceback.print_exc()
+        write_failure(step, record, failures_dir, exc, logits)
 
 
 def write_failure(

@@ -92,10 +92,11 @@ def settled_verdict(
     """A probe's verdict read straight from its `slo.json` when that is settled: judged under
     this goal, after the goal file and the probe's metrics were last written, the probe ran, and
     the judgement says which basis its latencies ran from (one written before could have judged
-    an open-loop probe from the send); else None (ask its checkpoint). Why: Snakemake's own view of a checkpoint's output is empty
-    while it builds the DAG, so a walk through `checkpoints.get` alone stops at the first probe
-    every time, and the probe it should ask for next (one that failed, or not run yet) is only
-    found in a later update, which does not rerun tables that exist."""
+    an open-loop probe from the send); else None (ask its checkpoint). Why: Snakemake's own view
+    of a checkpoint's output is empty while it builds the DAG, so a walk through
+    `checkpoints.get` alone stops at the first probe every time, and the probe it should ask for
+    next (one that failed, or not run yet) is only found in a later update, which does not rerun
+    tables that exist."""
     try:
         data = json.loads(Path(judged).read_text())
         stamp = Path(judged).stat().st_mtime
