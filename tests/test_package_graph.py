@@ -296,3 +296,60 @@ def test_the_measured_run_and_the_cli_are_short_functions_without_closures():
             lengths[f"{name}.{function.name}"] = function.end_lineno - function.lineno + 1
     assert {"closed_loop.measured", "closed_loop.worker", "sessions.converse"} <= set(lengths)
     assert {key: n for key, n in lengths.items() if n > 60} == {}
+
+
+# loadgen.metrics' per-request definitions: a record's figure, computed once into its row
+PER_REQUEST = {"tpot_s", "ttft_from_schedule_s", "e2el_from_schedule_s", "wait_s"}
+
+
+def names_imported(path: Path, module: str) -> set[str]:
+    """The names `path` imports from `module` (dotted), at any depth of its code."""
+    package = list(path.relative_to(PACKAGE.parent).parts[:-1])  # where `.` points
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            if ".".join([*base, node.module or ""]) == module:
+                found |= {alias.name for alias in node.names}
+    return found
+
+
+def test_the_outputs_and_the_latency_goal_read_per_request_figures_from_the_request_table():
+    """A card's latency figure, its goal's judgement, its intervals and its stability check
+    take each request's TTFT, TPOT and E2E from the one table built from its records
+    (loadgen/request_table.py, which calls loadgen.metrics' definitions once per record): no
+    module of outputs/ or slo/ imports a per-request definition to compute a figure again."""
+    metrics = "workflow_scripts.loadgen.metrics"
+    for folder in ("outputs", "slo"):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            assert not names_imported(path, metrics) & PER_REQUEST, path
+    table = PACKAGE / "loadgen" / "request_table.py"
+    assert PER_REQUEST - {"wait_s"} <= names_imported(table, metrics)
+    graph = import_graph()
+    readers = importers(graph, "workflow_scripts.loadgen.request_table")
+    for module in ("slo.point", "outputs.stats", "outputs.stability", "outputs.plots_cell"):
+        assert f"workflow_scripts.{module}" in readers, module
+
+
+def test_cells_are_typed_past_the_rules_params_and_identity_is_spelled_once():
+    """A rule's `cells` / `cell` param becomes Cells in its body (entry/): no union of a cell and
+    its dict is left below it. The columns that name a cell (vocabulary.IDENTITY_COLUMNS) are
+    spelled in vocabulary.py alone: no other module lists all of them, as a table's columns
+    (a module-level list) or as a row's keys (a dict)."""
+    vocabulary = (PACKAGE / "vocabulary.py").read_text()
+    assert "CellData" not in vocabulary and "def of(" not in vocabulary
+    identity = {"model", "engine", "quant", "drafter", "workload"}
+    for path in PACKAGE.rglob("*.py"):
+        assert "CellData" not in path.read_text(), path
+        if path.name == "vocabulary.py" and path.parent == PACKAGE:
+            continue
+        tree = ast.parse(path.read_text())
+        lists = [
+            node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.List | ast.Tuple)
+        ]
+        rows = [node for node in ast.walk(tree) if isinstance(node, ast.Dict)]
+        for found in [*(n.elts for n in lists), *(n.keys for n in rows)]:
+            names = {e.value for e in found if isinstance(e, ast.Constant)}
+            assert not identity <= names, (path, found[0].lineno)

@@ -275,25 +275,26 @@ class Cell:
             }
         )
 
-    @classmethod
-    def of(cls, cell: Cell | Mapping[str, Any]) -> Cell:
-        """The cell itself, or the cell its dict describes (Snakemake params carry dicts)."""
-        return cell if isinstance(cell, Cell) else cls.from_dict(cell)
+
+# What serves a cell's load, and what names a cell beside its id: every table's columns, in this
+# order, and the first keys of its metrics.json.
+SERVING_COLUMNS = ("model", "engine", "quant", "drafter")
+IDENTITY_COLUMNS = (*SERVING_COLUMNS, "workload")
 
 
-# A cell, or the plain dict `Cell.to_dict` makes of it (how Snakemake params carry one).
-CellData = Cell | Mapping[str, Any]
+def identity_columns(source: Mapping[str, Any] | object) -> dict[str, Any]:
+    """IDENTITY_COLUMNS of a metrics record or a table row (by key, None where absent) or of a
+    cell, a series or a search (by attribute)."""
+    if isinstance(source, Mapping):
+        return {key: source.get(key) for key in IDENTITY_COLUMNS}
+    return {key: getattr(source, key) for key in IDENTITY_COLUMNS}
 
 
 def identity(cell: Cell) -> CellMetrics:
     """What names a cell in its metrics.json, and in the summary row of a cell not run yet."""
     return {
         "cell": cell.id,
-        "model": cell.model,
-        "engine": cell.engine,
-        "quant": cell.quant,
-        "drafter": cell.drafter,
-        "workload": cell.workload,
+        **identity_columns(cell),
         "concurrency": cell.concurrency,
         "request_rate": cell.workload_spec.request_rate,
         "series": cell.sweep.series if cell.sweep else None,

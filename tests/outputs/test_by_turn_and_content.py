@@ -349,13 +349,13 @@ def test_the_card_has_a_by_turn_section_for_a_conversation_cell(cells):
     assert [row[4] for row in no_hits.rows] == ["—"] * 3
     assert by_turn_section(done_metrics(cell(cells, "lc", "none", "chat"))) is None
 
-    def titles(metrics, cell_data):
-        return [s.title for s in cards.build_card(cell_data, metrics).sections]
+    def titles(metrics, of_cell):
+        return [s.title for s in cards.build_card(of_cell, metrics).sections]
 
-    conv_cell = cell(cells, "lc", "none", "conv").to_dict()
+    conv_cell = cell(cells, "lc", "none", "conv")
     assert "Conversations by turn" in titles(m, conv_cell)
     chat = cell(cells, "lc", "none", "chat")
-    assert "Conversations by turn" not in titles(done_metrics(chat), chat.to_dict())
+    assert "Conversations by turn" not in titles(done_metrics(chat), chat)
     text = cards.render_markdown(cards.build_card(conv_cell, m))
     assert "## Conversations by turn" in text and "| Prefix-cache hit |" in text
 
@@ -379,7 +379,6 @@ def test_a_drafter_on_random_tokens_carries_the_note_on_its_card(cells):
 def test_the_content_answers_follow_the_matrix(cells):
     every = list(cells.values())
     assert labels.content_answers(every) == ["gain_by_content", "by_turn"]
-    assert labels.content_answers([c.to_dict() for c in every]) == ["gain_by_content", "by_turn"]
     drafters = {w: cell(cells, "lc", "ngram", w) for w in DRAFTED}
     sweep_drafters = [c for c in every if c.sweep is not None and c.drafter == "ngram"]
     bases = [c for c in every if c.drafter == "none" and c.workload_name != "conv"]
@@ -460,7 +459,7 @@ def _out(tmp_path, names):
 
 
 def test_write_tables_writes_by_turn_and_gain_by_content_only_when_named(cells, tmp_path):
-    config_cells = [c.to_dict() for c in cells.values()]
+    config_cells = list(cells.values())
     metrics = [m for w in DRAFTED for m in drafter_pair(cells, w, 10.0, 11.0)]
     metrics += [done_metrics(cells[p], decode_tok_s=8.0) for p in points(cells)]
     on, off = conversation(cells, "lc", [0.0, 60.0, 75.0]), conversation(cells, "lc-off", None)

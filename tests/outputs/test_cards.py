@@ -3,6 +3,7 @@ was measured, commands, provenance, acceptance, tags and plots."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -275,7 +276,7 @@ def test_capped_drafter_card_flags_counter_acceptance_and_shows_the_completed_on
 def test_card_names_the_published_card_a_seed_cell_reproduces(metrics):
     source = "gauravmm/autobench _configs/x.md (read at yjsoon/autobench@" + "3" * 40 + ")"
     cell = cell_by_id(BASE)
-    cell = {**cell, "reference": {**cell["reference"], "source": source}}
+    cell = dataclasses.replace(cell, reference={**cell.reference, "source": source})
     text = cards.render_markdown(cards.build_card(cell, metrics[BASE]))
     assert f"| Reproduces (published source) | {source} |" in text
     assert "Reproduces" not in card_md(BASE, metrics)
@@ -285,18 +286,19 @@ def test_done_card_shows_its_intervals_and_stability_from_the_records(metrics, t
     """The fixture run (6 requests): intervals, and stability not assessed; a card without
     records or of a failed cell has no such section."""
     from workflow_scripts.loadgen.records import RequestRecord
-    from workflow_scripts.outputs.stats import bootstrap_intervals
+    from workflow_scripts.loadgen.request_table import RequestTable
+    from workflow_scripts.outputs.stats import bootstrap_intervals, request_arrays
 
     lines = (cell_files(BASE) / "requests.jsonl").read_text().splitlines()
-    records = [RequestRecord.from_dict(json.loads(line)) for line in lines]
-    card = cards.build_card(cell_by_id(BASE), metrics[BASE], PLOTS, records=records)
+    requests = RequestTable.of(RequestRecord.from_dict(json.loads(line)) for line in lines)
+    card = cards.build_card(cell_by_id(BASE), metrics[BASE], PLOTS, requests=requests)
     md = cards.render_markdown(card)
-    decode = bootstrap_intervals(records)["decode_tok_s"]
+    decode = bootstrap_intervals(request_arrays(requests))["decode_tok_s"]
     assert "Intervals and stability (this run)" in md
     assert f"| Decode tok/s | {decode.value:.2f} [{decode.lo:.2f}, {decode.hi:.2f}] |" in md
     assert "not assessed: fewer than 20 completed requests" in md
     assert "Intervals and stability" not in card_md(BASE, metrics)
-    failed = cards.build_card(cell_by_id(FAILED), metrics[FAILED], PLOTS, records=records)
+    failed = cards.build_card(cell_by_id(FAILED), metrics[FAILED], PLOTS, requests=requests)
     assert "Intervals and stability" not in cards.render_markdown(failed)
 
 
@@ -333,7 +335,7 @@ def test_a_derived_quant_card_says_what_it_was_made_from(metrics):
         "files": [{"name": "m-q8_0.gguf", "size": 1, "sha256": "ab"}],
         "resolved": {"provenance": sentence},
     }
-    cell = {**cell_by_id(BASE), "weights": q8}
+    cell = dataclasses.replace(cell_by_id(BASE), weights=q8)
     text = cards.render_markdown(cards.build_card(cell, {**metrics[BASE], "weights": weights}))
     assert (
         "| Download | derived: quantize q8_0 from bf16 (tools of llamacpp-cpu) ← derived: "

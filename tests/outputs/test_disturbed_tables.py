@@ -86,7 +86,7 @@ def test_a_disturbed_point_is_flagged_in_sweeps_frontier_gain_and_crossover(tmp_
     assert "c8 rests on a disturbed measurement" in row["summary"]
     # the files say it too: sweeps.md's sections and column, the crossover's markdown
     out = outputs_under(tmp_path)
-    write_sweeps(metrics, [c.to_dict() for c in cells], {}, {}, out)
+    write_sweeps(metrics, cells, {}, {}, out)
     crossover = list(csv.DictReader(Path(out["spec_crossover_csv"]).read_text().splitlines()))
     assert crossover[0]["rests_on_disturbed"] == "c8"
     assert "c8 rests on a disturbed measurement" in Path(out["spec_crossover_md"]).read_text()

@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.outputs import BASE, DRAFTER, FAILED, FIXTURES, fixture_cells, fixture_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
+from workflow_scripts.loadgen.request_table import request_tables
 from workflow_scripts.outputs import spec_gain, tables, writers
 from workflow_scripts.outputs.changes import NO_DIFFERENCE
 from workflow_scripts.outputs.compact import compact_view, summary_row
@@ -146,7 +147,7 @@ def test_decode_figure_draws_error_bars_and_spec_gain_figure_its_interval(tmp_pa
 
     cells = fixture_cells()
     merged = tables.merge_with_cells(list(fixture_metrics(tmp_path).values()), cells)
-    summary = tables.summary_table(merged, cells, records)
+    summary = tables.summary_table(merged, cells, request_tables(records))
     fig = plots.decode_throughput_figure(summary)
     bars = bar_container(fig)
     assert bars.errorbar is not None  # xerr drawn

@@ -18,6 +18,7 @@ from tests.support.outputs import (
     fixture_metrics,
 )
 from workflow_scripts.loadgen.records import read_records
+from workflow_scripts.loadgen.request_table import RequestTable
 from workflow_scripts.outputs import plots, plots_cell
 from workflow_scripts.outputs.spec_gain import SPEC_GAIN_COLUMNS, spec_gain_table
 from workflow_scripts.outputs.tables import merge_with_cells, summary_table
@@ -35,7 +36,9 @@ def tables(tmp_path):
 
 def latency_samples() -> dict:
     return {
-        cell: plots_cell.latency_samples_ms(read_records(cell_files(cell) / "requests.jsonl"))
+        cell: plots_cell.latency_samples_ms(
+            RequestTable.of(read_records(cell_files(cell) / "requests.jsonl"))
+        )
         for cell in (BASE, DRAFTER, BASE_C4, FAILED)
     }
 
@@ -105,7 +108,7 @@ def test_memory_figure_peak_matches_metrics_and_phases_are_shaded(tmp_path):
 
 
 def test_cell_figures_without_data_say_why():
-    fig = plots_cell.latency_figure([], "some-cell", "blocked: no head")
+    fig = plots_cell.latency_figure(RequestTable.of([]), "some-cell", "blocked: no head")
     assert "no completed requests (status: blocked: no head)" in [
         t.get_text() for t in fig.axes[0].texts
     ]

@@ -18,6 +18,7 @@ from workflow_scripts.config.resources import resources_by_cell
 from workflow_scripts.outputs import aggregate, spec_gain, tables, writers
 from workflow_scripts.outputs.repeats import collapse_repeats
 from workflow_scripts.outputs.stats import t_interval
+from workflow_scripts.vocabulary import Cell
 
 
 def config_with_repeats(repeats: int | None) -> dict:
@@ -86,8 +87,8 @@ def repeated_metrics(tmp_path, decode=(30.0, 33.0, 31.5), drafter_decode=None) -
     return out
 
 
-def repeat_cells() -> list[dict]:
-    return [cell.to_dict() for cell in build_cells(config_with_repeats(3))]
+def repeat_cells() -> list[Cell]:
+    return build_cells(config_with_repeats(3))
 
 
 def out_paths(tmp_path) -> dict:

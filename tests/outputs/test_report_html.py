@@ -67,9 +67,9 @@ def run(tmp_path_factory):
 def test_the_run_writes_every_output_for_every_cell(run):
     _, results = run
     for cell in fixture_cells():
-        folder = results / "cells" / cell["id"]
+        folder = results / "cells" / cell.id
         for name in ("card.md", "card.html", "latency.png", "memory.png"):
-            assert (folder / name).stat().st_size > 0, (cell["id"], name)
+            assert (folder / name).stat().st_size > 0, (cell.id, name)
     for name in (
         "summary.md",
         "index.md",
@@ -123,7 +123,7 @@ def test_a_cell_redone_redoes_the_records_index_and_every_table_from_it(run):
     rewritten (as when the cell reran) must still redo them, and nothing else."""
     workdir, results = run
     index = json.loads((results / "cells" / "records.json").read_text())["cells"]
-    assert [entry["cell"] for entry in index] == [cell["id"] for cell in fixture_cells()]
+    assert [entry["cell"] for entry in index] == [cell.id for cell in fixture_cells()]
     metrics = results / "cells" / BASE / "metrics.json"
     original = metrics.read_text()
     try:

@@ -68,7 +68,7 @@ def test_sweeps_show_latency_from_the_schedule_and_flag_the_point_sent_late(tmp_
     assert table.loc["r2.5", "e2el_from_schedule_p99_ms"] == pytest.approx(E2E_MS + 300.0)
     assert table.loc["r2.5", "send_lag_p50_ms"] == pytest.approx(300.0)
     out = outputs_under(tmp_path)
-    write_sweeps(metrics, [c.to_dict() for c in cells], {}, {}, out)
+    write_sweeps(metrics, cells, {}, {}, out)
     lines = [line for line in Path(out["sweeps_md"]).read_text().splitlines() if "|" in line]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
@@ -87,7 +87,7 @@ def test_a_closed_loop_sweep_has_no_schedule_columns_shown_and_nothing_flagged(t
     assert table["ttft_from_schedule_median_ms"].isna().all()
     assert list(table["send_lag_flagged"]) == [None, None]
     out = outputs_under(tmp_path)
-    write_sweeps(metrics, [c.to_dict() for c in cells], {}, {}, out)
+    write_sweeps(metrics, cells, {}, {}, out)
     text = Path(out["sweeps_md"]).read_text()
     header = next(line for line in text.splitlines() if line.startswith("|"))
     assert "sent late" not in header and "from_schedule" not in header

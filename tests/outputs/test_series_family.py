@@ -137,7 +137,7 @@ def h200_series(tmp_path):
         records[d.id] = answers(set(range(N - differ, N)))
     out = outputs_under(tmp_path)
     floors_m = [{"cell": floor_id(b.id), "status": "done"} for b in base]  # read for status only
-    write_sweeps(base_m + draft_m + floors_m, [c.to_dict() for c in base + draft], records, {}, out)
+    write_sweeps(base_m + draft_m + floors_m, base + draft, records, {}, out)
     return out, draft
 
 

@@ -12,8 +12,21 @@ import pytest
 
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import ERROR, OK, RequestRecord
+from workflow_scripts.loadgen.request_table import RequestTable
 from workflow_scripts.outputs import changes as change_stats
 from workflow_scripts.outputs import stability, stats
+
+
+def bootstrap(records, **kwargs):
+    """A run's bootstrap intervals, from its records' table as the card and the summary make it."""
+    return stats.bootstrap_intervals(stats.request_arrays(RequestTable.of(records)), **kwargs)
+
+
+def steadiness(records, **kwargs):
+    """A run's stability check, from its records' table and its arrays (as the card's)."""
+    table = RequestTable.of(records)
+    return stability.stability(table, stats.request_arrays(table), **kwargs)
+
 
 TTFT_MEDIAN_MS = 100.0
 TPOT_MEDIAN_MS = 20.0
@@ -79,7 +92,7 @@ def test_bootstrap_intervals_cover_the_true_figures_95_percent_of_the_time():
     }
     hits = dict.fromkeys(truth, 0)
     for run in runs:
-        intervals = stats.bootstrap_intervals(run, resamples=500)
+        intervals = bootstrap(run, resamples=500)
         for name, value in truth.items():
             hits[name] += intervals[name].lo <= value <= intervals[name].hi
     coverage = {name: count / len(runs) for name, count in hits.items()}
@@ -90,7 +103,7 @@ def test_bootstrap_point_values_are_the_headline_figures():
     run = simulate_run(np.random.default_rng(3), concurrency=4)
     run.append(RequestRecord(index=100, prompt_index=100, status=ERROR, sent_s=0.5, e2e_s=0.1))
     metrics = compute_metrics(run)
-    intervals = stats.bootstrap_intervals(run, resamples=200)
+    intervals = bootstrap(run, resamples=200)
     for name, key in [("decode_tok_s", None), ("prefill_tok_s", None), ("req_per_s", None)]:
         assert intervals[name].value == pytest.approx(metrics[key or name])
     assert intervals["ttft_median_ms"].value == pytest.approx(metrics["ttft_ms"]["median"])
@@ -100,13 +113,13 @@ def test_bootstrap_point_values_are_the_headline_figures():
         assert interval.lo < interval.value < interval.hi
         assert (interval.source, interval.n) == (stats.BOOTSTRAP, 100)
     # seeded: the same records give the same interval
-    again = stats.bootstrap_intervals(run, resamples=200)
+    again = bootstrap(run, resamples=200)
     assert again["decode_tok_s"] == intervals["decode_tok_s"]
 
 
 def test_bootstrap_of_one_request_has_no_interval():
     run = simulate_run(np.random.default_rng(4), n=1)
-    interval = stats.bootstrap_intervals(run)["decode_tok_s"]
+    interval = bootstrap(run)["decode_tok_s"]
     assert interval.value is not None and interval.lo is None and interval.half_width is None
 
 
@@ -298,31 +311,29 @@ def _slow_start(records, factor):
 def test_stability_flags_a_slow_start_and_not_a_steady_run():
     rng = np.random.default_rng(30)
     steady = simulate_run(rng, n=200, noise=0.1)
-    found = stability.stability(steady, resamples=500)
+    found = steadiness(steady, resamples=500)
     assert found is not None and not found.flagged and found.note() == ""
     assert len(found.parts_tok_s) == 10
-    warming = stability.stability(_slow_start(steady, 2.0), resamples=500)
+    warming = steadiness(_slow_start(steady, 2.0), resamples=500)
     assert warming.flagged
     assert warming.change_pct == pytest.approx(100, abs=25)  # the last tenth about twice as fast
     assert "from the first tenth" in warming.note()
-    assert stability.stability(simulate_run(rng, n=19)) is None  # too few requests a tenth
+    assert steadiness(simulate_run(rng, n=19)) is None  # too few requests a tenth
 
 
 def test_stability_false_alarms_are_rare():
     """Non-overlapping 95 % intervals are a stricter test than 95 %: a steady run is flagged
     well under 5 % of the time."""
     rng = np.random.default_rng(31)
-    flagged = sum(
-        stability.stability(simulate_run(rng, n=100), resamples=300).flagged for _ in range(100)
-    )
+    flagged = sum(steadiness(simulate_run(rng, n=100), resamples=300).flagged for _ in range(100))
     assert flagged <= 3
 
 
 def test_resampling_in_chunks_gives_the_same_intervals(monkeypatch):
     run = simulate_run(np.random.default_rng(8), n=50)
-    whole = stats.bootstrap_intervals(run, resamples=300)
+    whole = bootstrap(run, resamples=300)
     monkeypatch.setattr(stats, "CHUNK_ELEMENTS", 7 * 50)  # 7 resamples at a time
-    assert stats.bootstrap_intervals(run, resamples=300) == whole
+    assert bootstrap(run, resamples=300) == whole
 
 
 def _arrays_with_gaps(rng, n):
@@ -331,7 +342,7 @@ def _arrays_with_gaps(rng, n):
     records = simulate_run(rng, n=n, concurrency=3)
     records[1].completion_tokens = 1
     records[-1].ttft_s = None
-    return stats.request_arrays(records)
+    return stats.request_arrays(RequestTable.of(records))
 
 
 @pytest.mark.parametrize("n", [2, 9, 200])

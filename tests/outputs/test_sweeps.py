@@ -20,6 +20,7 @@ from tests.outputs.test_stats import simulate_run
 from tests.support.outputs import fixture_cells, results_tree
 from tests.support.pipeline import run_snakemake
 from tests.support.sweeps import point_cell, point_metrics, series_cells, spread
+from workflow_scripts.loadgen.request_table import request_tables
 from workflow_scripts.outputs import front_page as front_page_module
 from workflow_scripts.outputs import labels, stats, sweeps
 from workflow_scripts.outputs.card import build_card, render_markdown
@@ -154,7 +155,7 @@ def test_a_point_run_once_gets_the_bootstrap_interval_of_its_requests():
     from workflow_scripts.loadgen.metrics import compute_metrics
 
     metrics.update(compute_metrics(records))
-    table = sweeps.sweep_table([metrics], [cell], {cell.id: records})
+    table = sweeps.sweep_table([metrics], [cell], request_tables({cell.id: records}))
     row = table.iloc[0]
     assert row["interval_source"] == "bootstrap" and row["interval_n"] == 60
     assert row["decode_tok_s_lo"] < row["decode_tok_s"] < row["decode_tok_s_hi"]
@@ -435,7 +436,7 @@ def test_the_rule_body_writes_every_file_with_the_contract_columns(tmp_path):
     draft_m[3] = point_metrics(draft[3], status=Status.FAILED, reason="ServerError: boom")
     for m in draft_m[:3]:
         m["spec"] = {"acceptance_rate": 0.5, "mean_acceptance_length": 2.5}
-    cells = [c.to_dict() for c in base + draft]  # as the rule's params carry them
+    cells = base + draft
     out = outputs_under(tmp_path)
     write_sweeps(base_m + draft_m, cells, {}, {}, out)
     for path in out.values():
@@ -473,7 +474,7 @@ def test_the_front_page_answers_where_the_drafter_stops_paying_with_its_figures(
     base, base_m = done_series(False, [10.0, 18.0, 30.0, 45.0], [20.0, 25.0, 40.0, 50.0])
     draft, draft_m = done_series(True, [15.0, 20.0, 28.0, 40.0], [15.0, 20.0, 42.0, 60.0])
     out = outputs_under(tmp_path)
-    write_sweeps(base_m + draft_m, [c.to_dict() for c in base + draft], {}, {}, out)
+    write_sweeps(base_m + draft_m, base + draft, {}, {}, out)
     summary = [f"results/summary/{name}" for name in labels.sweep_outputs(base + draft)]
     shown = labels.front_page_files(summary)
     assert sorted(Path(p).name for p in shown) == [
@@ -492,7 +493,7 @@ def test_the_front_page_answers_where_the_drafter_stops_paying_with_its_figures(
     assert section.count('src="data:image/png;base64,') == 2
     assert 'alt="The drafter&#x27;s gain across load"' in section
     # a sweep without a drafter has no crossover: the frontier alone, under its heading
-    write_sweeps(base_m, [c.to_dict() for c in base], {}, {}, out)
+    write_sweeps(base_m, base, {}, {}, out)
     html = front_page(tmp_path / Path(p).name for p in shown)
     assert "<h2>Load sweeps</h2>" in html and "Where a drafter stops paying" not in html
     assert html.count('src="data:image/png;base64,') == 1
@@ -538,7 +539,7 @@ def test_sweep_outputs_only_for_a_matrix_with_a_sweep_and_they_are_the_rules_out
     does): sweep_outputs lists those files, and every key the sweep writer fills is one of them."""
     assert labels.sweep_outputs(fixture_cells()) == []
     assert labels.sweep_cell_ids(fixture_cells()) == []
-    cells = [*fixture_cells(), point_cell(False, 2).to_dict()]
+    cells = [*fixture_cells(), point_cell(False, 2)]
     names = labels.sweep_outputs(cells)
     assert labels.sweep_cell_ids(cells) == [point_cell(False, 2).id]
     rule = {file.key: file.path for file in labels.RULE_FILES["sweeps"]}
@@ -550,7 +551,7 @@ def test_a_points_card_names_its_series_and_server_start():
     cell = point_cell(True, 8)
     start = {"id": "srv-1", "position": 4, "pid": 4242, "ready_s": 3.25, "started_at": "t0"}
     metrics = point_metrics(cell, 10.0, 20.0, server_start=start)
-    text = render_markdown(build_card(cell.to_dict(), metrics))
+    text = render_markdown(build_card(cell, metrics))
     assert "| Sweep | a point of workload sweep's concurrency sweep (concurrency 8)" in text
     assert "series tiny-llama__llamacpp-local__q4_0__ngram__sweep" in text
     assert "| Server start | srv-1, position 4 among the points it served, pid 4242" in text
@@ -596,7 +597,7 @@ def test_a_points_label_is_the_name_its_cell_id_ends_in_at_any_load():
     from tests.config.test_sweeps_config import cells_of, sweep_config
 
     cells = cells_of(sweep_config(request_rate=[2.5, 10, 1_000_000]))
-    table = sweeps.sweep_table([], [cell.to_dict() for cell in cells])
+    table = sweeps.sweep_table([], cells)
     assert len(table) == len(cells) == 6
     for row in table.to_dict("records"):
         assert row["cell"].endswith(f"-{row['point']}"), (row["cell"], row["point"])

@@ -3,6 +3,7 @@ reference figures in their own columns."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -41,7 +42,7 @@ def summary(metrics, cells):
 
 def test_summary_lists_every_cell_in_config_order_with_status_and_reason(metrics, cells):
     frame = tables.summary_table(list(metrics.values()), cells)
-    assert list(frame["cell"]) == [cell["id"] for cell in cells]
+    assert list(frame["cell"]) == [cell.id for cell in cells]
     rows = frame.set_index("cell")
     assert rows.loc[BASE, "status"] == "done"
     assert rows.loc[BASE, "decode_tok_s"] == pytest.approx(metrics[BASE]["decode_tok_s"])
@@ -68,8 +69,8 @@ def test_reference_figures_sit_in_their_own_columns(summary, metrics):
 
 
 def test_extra_reference_keys_get_ref_columns():
-    cell = fixture_cells()[0]
-    cell["reference"] = {"decode_tok_s": 1.0, "req_per_s": 3.352, "source": "a paper"}
+    reference = {"decode_tok_s": 1.0, "req_per_s": 3.352, "source": "a paper"}
+    cell = dataclasses.replace(fixture_cells()[0], reference=reference)
     frame = tables.summary_table([], [cell])
     assert {"ref_req_per_s", "ref_source", "ref_decode_tok_s"} <= set(frame.columns)
     assert frame.loc[0, "ref_req_per_s"] == 3.352
@@ -97,8 +98,7 @@ def test_index_view_has_the_seed_columns_and_says_what_happened(summary, cells):
 
 
 def test_index_without_references_has_no_published_column(metrics, cells):
-    for cell in cells:
-        cell["reference"] = {}
+    cells = [dataclasses.replace(cell, reference={}) for cell in cells]
     frame = tables.summary_table(list(metrics.values()), cells)
     assert list(tables.index_table(frame, cells).columns) == tables.INDEX_COLUMNS
 
@@ -137,10 +137,10 @@ def test_optional_figures_follow_the_matrix(cells):
         "throughput_vs_concurrency",
         "measured_vs_reference",
     ]
-    default = [cell.to_dict() for cell in load_cells(REPO / "config.yaml")]
+    default = load_cells(REPO / "config.yaml")
     # the default varies concurrency only along a sweep (workload `sweep`: drawn by the sweep
     # figures, no second concurrency view) and carries no published figures
-    assert any(cell["sweep"] for cell in default)
+    assert any(cell.sweep for cell in default)
     assert labels.optional_summary_figures(default) == []
     assert "pareto.png" in labels.sweep_outputs(default)
 

@@ -42,7 +42,7 @@ def test_every_job_runs_and_the_report_is_written(conda_run):
     assert (results / "report.html").stat().st_size > 0
     assert (results / "summary" / "summary.csv").stat().st_size > 0
     for cell in fixture_cells():
-        assert (results / "cells" / cell["id"] / "card.html").stat().st_size > 0, cell["id"]
+        assert (results / "cells" / cell.id / "card.html").stat().st_size > 0, cell.id
     assert "blocked" in (results / "cells" / BLOCKED / "metrics.json").read_text()
 
 

@@ -11,6 +11,7 @@ import dataclasses
 from tests.support.pipeline import tiny_config, tiny_workload
 from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.loadgen.records import OK, RequestRecord
+from workflow_scripts.loadgen.request_table import request_tables
 from workflow_scripts.outputs.card.build import build_card
 from workflow_scripts.outputs.card.render import render_markdown
 from workflow_scripts.outputs.search.cells import slo_columns, slo_section, tail_note, with_slo
@@ -62,7 +63,7 @@ def judged_pair(n=40, tpot_ms=30.0):
     out = with_slo(
         [metrics(goal, n), metrics(plain, n)],
         [goal, plain],
-        {goal.id: records(n, tpot_ms), plain.id: records(n, tpot_ms)},
+        request_tables({goal.id: records(n, tpot_ms), plain.id: records(n, tpot_ms)}),
         {"tiny": Slo.from_dict(GOAL)},
     )
     return goal, plain, out
@@ -116,8 +117,12 @@ def test_the_summary_and_card_say_an_open_loop_goal_ran_from_the_schedule():
     ttft_goal = Slo.from_dict({"ttft_ms": {"percentile": 90, "max": 300}})
     sent = records(40, 30.0)
     due = [dataclasses.replace(r, scheduled_s=r.sent_s - 0.4) for r in sent]
-    (closed,) = with_slo([metrics(goal, 40)], [goal], {goal.id: sent}, {"tiny": ttft_goal})
-    (open_,) = with_slo([metrics(goal, 40)], [goal], {goal.id: due}, {"tiny": ttft_goal})
+    (closed,) = with_slo(
+        [metrics(goal, 40)], [goal], request_tables({goal.id: sent}), {"tiny": ttft_goal}
+    )
+    (open_,) = with_slo(
+        [metrics(goal, 40)], [goal], request_tables({goal.id: due}), {"tiny": ttft_goal}
+    )
     assert (closed["slo"]["verdict"], open_["slo"]["verdict"]) == ("pass", "fail")
     assert slo_columns(closed)["slo_latency_from"] == "send"
     assert slo_columns(open_)["slo_latency_from"] == "schedule"

@@ -7,6 +7,7 @@ scheduled time under open-loop arrivals, and the goal's config refusals
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -14,7 +15,8 @@ from tests.support.pipeline import tiny_config, tiny_workload
 from tests.support.refusals import names_key
 from workflow_scripts.config.matrix import validate_config
 from workflow_scripts.loadgen.metrics import compute_metrics
-from workflow_scripts.loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
+from workflow_scripts.loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord, read_records
+from workflow_scripts.loadgen.request_table import RequestFigures, RequestTable
 from workflow_scripts.slo.objectives import Objective, Slo
 from workflow_scripts.slo.point import evaluate_point, meets_goal
 from workflow_scripts.verdicts.verdict import (
@@ -48,6 +50,11 @@ def run(tpots, **kwargs):
     return [request(i, t, **kwargs) for i, t in enumerate(tpots)]
 
 
+def judged(slo, records, metrics):
+    """A point judged on its records' table, as every caller builds it (RequestTable.of)."""
+    return evaluate_point(slo, RequestTable.of(records), metrics)
+
+
 def tpot_goal(percentile=90.0, max_ms=52.0, attainment=None):
     return Slo((Objective("tpot_ms", percentile, max_ms),), attainment)
 
@@ -57,15 +64,15 @@ SPREAD = [1.0 + i for i in range(100)]  # TPOT 1..100 ms: p90 = 90.1 (interpolat
 
 
 def test_well_below_and_well_above_the_limit():
-    below = evaluate_point(tpot_goal(), run([30 + i / 10 for i in range(100)]), METRICS)
-    above = evaluate_point(tpot_goal(), run([60 + i / 10 for i in range(100)]), METRICS)
+    below = judged(tpot_goal(), run([30 + i / 10 for i in range(100)]), METRICS)
+    above = judged(tpot_goal(), run([60 + i / 10 for i in range(100)]), METRICS)
     assert below.verdict == below.objectives[0].verdict == Verdict.PASS
     assert above.verdict == above.objectives[0].verdict == Verdict.FAIL
     assert below.objectives[0].bound.hi <= 52 < above.objectives[0].bound.lo
 
 
 def test_a_percentile_exactly_at_the_limit_is_unresolved():
-    result = evaluate_point(tpot_goal(max_ms=90.1), run(SPREAD), METRICS)
+    result = judged(tpot_goal(max_ms=90.1), run(SPREAD), METRICS)
     bound = result.objectives[0].bound
     assert bound.value == pytest.approx(90.1)
     assert bound.lo < 90.1 < bound.hi
@@ -74,7 +81,7 @@ def test_a_percentile_exactly_at_the_limit_is_unresolved():
 
 def test_where_the_bounds_sit_the_verdict_turns():
     """pass needs hi <= limit (equal passes), fail needs lo > limit (equal does not)."""
-    bound = evaluate_point(tpot_goal(), run(SPREAD), METRICS).objectives[0].bound
+    bound = judged(tpot_goal(), run(SPREAD), METRICS).objectives[0].bound
     lo, hi = bound.lo, bound.hi
     assert (lo, hi) == pytest.approx((84.0, 96.0))  # ranks 84 and 96 of 100, p90 at 95 %
     for limit, verdict in [
@@ -83,22 +90,22 @@ def test_where_the_bounds_sit_the_verdict_turns():
         (lo, Verdict.UNRESOLVED),
         (lo - 0.01, Verdict.FAIL),
     ]:
-        assert evaluate_point(tpot_goal(max_ms=limit), run(SPREAD), METRICS).verdict == verdict
+        assert judged(tpot_goal(max_ms=limit), run(SPREAD), METRICS).verdict == verdict
     assert percentile_verdict(None, None, 1.0) == Verdict.UNRESOLVED
 
 
 def test_a_p99_from_16_requests_cannot_pass_but_can_fail():
-    fast = evaluate_point(tpot_goal(99, 52), run([10.0 + i for i in range(16)]), METRICS)
+    fast = judged(tpot_goal(99, 52), run([10.0 + i for i in range(16)]), METRICS)
     assert fast.objectives[0].bound.hi is None
     assert fast.verdict == Verdict.UNRESOLVED  # every request was fast, still not shown
-    slow = evaluate_point(tpot_goal(99, 52), run([200.0 + i for i in range(16)]), METRICS)
+    slow = judged(tpot_goal(99, 52), run([200.0 + i for i in range(16)]), METRICS)
     assert slow.verdict == Verdict.FAIL  # the lower bound exists and is above the limit
 
 
 def test_attainment_against_its_target():
     tpots = [30.0] * 95 + [80.0] * 5  # 95 of 100 meet tpot <= 52: interval about [0.89, 0.98]
     goal = Slo((Objective("tpot_ms", 50, 52.0),), None)
-    result = evaluate_point(goal, run(tpots), METRICS)
+    result = judged(goal, run(tpots), METRICS)
     attainment = result.attainment
     assert (attainment.good, attainment.n, attainment.fraction) == (95, 100, 0.95)
     assert attainment.lo == pytest.approx(0.8872, abs=1e-4)
@@ -106,14 +113,14 @@ def test_attainment_against_its_target():
     assert attainment.verdict is None and result.verdict == Verdict.PASS  # no target: no say
     for target, verdict in [(0.85, Verdict.PASS), (0.9, Verdict.UNRESOLVED), (0.99, Verdict.FAIL)]:
         goal = Slo((Objective("tpot_ms", 50, 52.0),), target)
-        result = evaluate_point(goal, run(tpots), METRICS)
+        result = judged(goal, run(tpots), METRICS)
         assert result.attainment.verdict == result.verdict == verdict
     assert attainment_verdict(0.9, 0.95, 0.9) == Verdict.PASS  # lo reaching the target passes
 
 
 def test_an_attainment_of_one_never_passes():
     goal = Slo((Objective("tpot_ms", 50, 52.0),), 1.0)
-    assert evaluate_point(goal, run([30.0] * 1000), METRICS).verdict == Verdict.UNRESOLVED
+    assert judged(goal, run([30.0] * 1000), METRICS).verdict == Verdict.UNRESOLVED
 
 
 def test_the_point_fails_if_any_objective_fails_and_passes_only_if_all_pass():
@@ -121,64 +128,66 @@ def test_the_point_fails_if_any_objective_fails_and_passes_only_if_all_pass():
     assert combined([Verdict.PASS, Verdict.UNRESOLVED]) == Verdict.UNRESOLVED
     assert combined([Verdict.PASS, Verdict.PASS]) == Verdict.PASS
     goal = Slo((Objective("ttft_ms", 90, 500.0), Objective("tpot_ms", 90, 52.0)))
-    slow_start = evaluate_point(goal, run([30.0] * 100, ttft_ms=900.0), METRICS)
+    slow_start = judged(goal, run([30.0] * 100, ttft_ms=900.0), METRICS)
     assert [o.verdict for o in slow_start.objectives] == [Verdict.FAIL, Verdict.PASS]
     assert slow_start.verdict == Verdict.FAIL
     e2e = Slo((Objective("e2el_ms", 90, 350.0),))  # e2e = 100 + 10 x 30 = 400 ms
-    assert evaluate_point(e2e, run([30.0] * 100), METRICS).verdict == Verdict.FAIL
+    assert judged(e2e, run([30.0] * 100), METRICS).verdict == Verdict.FAIL
 
 
 def test_goodput_counts_the_requests_that_met_every_objective():
     records = run([30.0] * 5 + [80.0] * 5)
-    result = evaluate_point(tpot_goal(), records, METRICS)
+    result = judged(tpot_goal(), records, METRICS)
     assert result.goodput_req_s == pytest.approx(5 / 10.0)
     assert result.goodput_decode_tok_s == pytest.approx(5 * TOKENS / 10.0)
     assert (result.req_per_s, result.decode_tok_s) == (10.0, 110.0)  # the cell's own
-    assert evaluate_point(tpot_goal(), records, {}).goodput_req_s is None  # no duration
+    assert judged(tpot_goal(), records, {}).goodput_req_s is None  # no duration
 
 
 def test_the_goal_agrees_with_the_load_clients_goodput():
     """compute_metrics' goodput (a limit per request, no percentile) counts the same requests."""
     records = run([30.5 + i for i in range(40)])  # 30.5 .. 51.5 meet 52
     metrics = compute_metrics(records, slo={"tpot_ms": 52.0})
-    result = evaluate_point(tpot_goal(), records, metrics)
+    result = judged(tpot_goal(), records, metrics)
     assert result.goodput_req_s == pytest.approx(metrics["goodput"]["req_per_s"])
     assert result.attainment.good == metrics["goodput"]["good_requests"] == 22
 
 
 def test_a_one_token_request_meets_tpot_but_not_a_slow_ttft():
     one = request(99, 0.0, ttft_ms=100.0, tokens=1)
-    assert meets_goal(one, tpot_goal())
+    assert meets_goal(RequestFigures.of(one), tpot_goal())
     both = Slo((Objective("ttft_ms", 90, 50.0), Objective("tpot_ms", 90, 52.0)))
-    assert not meets_goal(one, both)
-    result = evaluate_point(tpot_goal(), run([30.0] * 10) + [one], METRICS)
+    assert not meets_goal(RequestFigures.of(one), both)
+    result = judged(tpot_goal(), run([30.0] * 10) + [one], METRICS)
     assert result.objectives[0].bound.n == 10  # no TPOT: not among the percentile's values
     assert (result.attainment.good, result.attainment.n) == (11, 11)
 
 
-def test_errors_warmup_and_dicts():
+def test_errors_warmup_and_records_read_back(tmp_path):
     """Errored and cut-off requests are counted, not judged; warm-up is left out; records read
-    back from requests.jsonl (dicts) judge the same."""
+    back from requests.jsonl judge the same."""
     records = run([30.0] * 40)
     records += [request(40, 500.0, status=ERROR), request(41, 500.0, status=INCOMPLETE)]
     records += [request(42, 500.0, warmup=True)]
-    result = evaluate_point(tpot_goal(), records, METRICS)
+    result = judged(tpot_goal(), records, METRICS)
     assert (result.completed, result.errors, result.incomplete) == (40, 1, 1)
     assert result.verdict == Verdict.PASS
-    again = evaluate_point(tpot_goal(), [r.to_dict() for r in records], METRICS)
+    written = tmp_path / "requests.jsonl"
+    written.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    again = judged(tpot_goal(), read_records(written), METRICS)
     assert again == result
     assert result.to_dict()["verdict"] == "pass"
 
 
 def test_no_completed_request_decides_nothing():
-    result = evaluate_point(tpot_goal(), [request(0, 1.0, status=ERROR)], METRICS)
+    result = judged(tpot_goal(), [request(0, 1.0, status=ERROR)], METRICS)
     assert result.verdict == Verdict.UNRESOLVED and result.objectives[0].bound.n == 0
 
 
 def test_wall_time_from_the_cells_stamps():
     stamps = {"started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:01:05Z"}
-    assert evaluate_point(tpot_goal(), run([30.0]), stamps).wall_s == 65.0
-    assert evaluate_point(tpot_goal(), run([30.0]), {"ready_s": 3, "duration_s": 9}).wall_s == 12
+    assert judged(tpot_goal(), run([30.0]), stamps).wall_s == 65.0
+    assert judged(tpot_goal(), run([30.0]), {"ready_s": 3, "duration_s": 9}).wall_s == 12
 
 
 GOAL = {"tpot_ms": {"percentile": 90, "max": 52}, "ttft_ms": {"percentile": 99, "max": 2000}}
@@ -248,8 +257,8 @@ def test_an_open_loop_points_ttft_and_e2e_goals_count_from_when_each_request_was
     its schedule TTFT is 500 ms and E2E 800 ms: the goals that pass from the send fail."""
     goal = Slo((Objective("ttft_ms", 90, 300.0), Objective("e2el_ms", 90, 600.0)))
     closed = run([30.0] * 100)  # e2e = 100 + 10 x 30 = 400 ms
-    sent = evaluate_point(goal, closed, METRICS)
-    due = evaluate_point(goal, open_loop(closed, 400.0), METRICS)
+    sent = judged(goal, closed, METRICS)
+    due = judged(goal, open_loop(closed, 400.0), METRICS)
     assert [o.bound.value for o in due.objectives] == [pytest.approx(500.0), pytest.approx(800.0)]
     assert (sent.verdict, due.verdict) == (Verdict.PASS, Verdict.FAIL)
     assert (sent.latency_from, due.latency_from) == ("send", "schedule")
@@ -262,11 +271,15 @@ def test_an_open_loop_points_ttft_and_e2e_goals_count_from_when_each_request_was
 def test_a_tpot_goal_is_judged_alike_whatever_the_wait():
     """TPOT runs between tokens: a wait before the send reaches none of it."""
     records = run([30.0 + i / 10 for i in range(100)])
-    sent = evaluate_point(tpot_goal(), records, METRICS)
-    due = evaluate_point(tpot_goal(), open_loop(records, 5000.0), METRICS)
+    sent = judged(tpot_goal(), records, METRICS)
+    due = judged(tpot_goal(), open_loop(records, 5000.0), METRICS)
     assert due.objectives[0].bound == sent.objectives[0].bound
     assert due.verdict == sent.verdict == Verdict.PASS
     one = open_loop([request(0, 30.0)], 400.0)[0]
-    assert not meets_goal(one, Slo((Objective("ttft_ms", 90, 300.0),)), "schedule")
-    assert meets_goal(one, Slo((Objective("ttft_ms", 90, 300.0),)))  # from the send by default
+    assert not meets_goal(
+        RequestFigures.of(one), Slo((Objective("ttft_ms", 90, 300.0),)), "schedule"
+    )
+    assert meets_goal(
+        RequestFigures.of(one), Slo((Objective("ttft_ms", 90, 300.0),))
+    )  # from the send by default
     assert due.latency_from == "schedule"

@@ -15,6 +15,7 @@ import pytest
 from tests.slo.configured import search_settings
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.loadgen.records import OK, RequestRecord
+from workflow_scripts.loadgen.request_table import RequestTable
 from workflow_scripts.outputs.search.judgement import judge_files
 from workflow_scripts.outputs.search.outcome import SearchOutcome
 from workflow_scripts.outputs.search.tables import (
@@ -67,7 +68,7 @@ def searched(a, b, drafter="none", slo=GOAL, spec=SPEC, law=None, wait_ms=None):
         load, extension = plan.key
         tpot = law(load, extension) if law else a + b * load
         records, metrics = probe(tpot, spec.prompts_for(PROMPTS, extension), wait_ms)
-        results[plan.key] = evaluate_point(slo, records, metrics)
+        results[plan.key] = evaluate_point(slo, RequestTable.of(records), metrics)
         verdicts[plan.key] = results[plan.key].verdict
     return SearchOutcome(
         series=f"m__llamacpp__q4__{drafter}__w",
@@ -122,7 +123,7 @@ def test_an_unresolved_probe_shows_both_bounds_and_its_extension():
 def test_too_few_requests_for_a_p99_says_so():
     goal = Slo.from_dict({"tpot_ms": {"percentile": 99, "max": 52}})
     records, metrics = probe(20.0, n=16)
-    result = evaluate_point(goal, records, metrics)
+    result = evaluate_point(goal, RequestTable.of(records), metrics)
     text = probe_text(SPEC, Step(4, 0, result.verdict), result)
     assert text.startswith("c4 n=16 unresolved (tpot p99 20.")
     assert "no upper bound from 16 (needs 368) vs 52 ms" in text

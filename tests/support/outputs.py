@@ -25,12 +25,12 @@ FAILED = "broken__llamacpp-local__q0__none__c2"
 BLOCKED = "tiny-llama__llamacpp-local__q4_0__ngram__c4"
 
 
-def fixture_cells() -> list[dict]:
-    return [cell.to_dict() for cell in load_cells(CONFIG)]
+def fixture_cells() -> list[Cell]:
+    return load_cells(CONFIG)
 
 
-def cell_by_id(cell_id: str) -> dict:
-    return next(cell for cell in fixture_cells() if cell["id"] == cell_id)
+def cell_by_id(cell_id: str) -> Cell:
+    return next(cell for cell in fixture_cells() if cell.id == cell_id)
 
 
 def cell_files(cell_id: str) -> Path:
@@ -44,7 +44,7 @@ def fixture_metrics(tmp_path: Path) -> dict[str, dict]:
         for path in sorted((FIXTURES / "cells").iterdir())
     }
     blocked_dir = tmp_path / "cells" / BLOCKED
-    out[BLOCKED] = write_blocked(Cell.from_dict(cell_by_id(BLOCKED)), blocked_dir)
+    out[BLOCKED] = write_blocked(cell_by_id(BLOCKED), blocked_dir)
     return out
 
 

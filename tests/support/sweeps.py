@@ -23,7 +23,7 @@ def point_cell(
     blocked: str | None = None,
 ) -> Cell:
     """A point of the series `tiny-llama__llamacpp-local__<quant>__<drafter>__<workload>`."""
-    template = Cell.from_dict(cell_by_id(DRAFTER if drafter else BASE))
+    template = cell_by_id(DRAFTER if drafter else BASE)
     label = point_part("", axis, value)
     series = "__".join((template.model, template.engine, quant, template.drafter, workload))
     spec = template.workload_spec

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..vocabulary import NO_DRAFTER, Cell
+from ..vocabulary import NO_DRAFTER, Cell, identity_columns
 
 QUANT, DRAFTER, ENGINE, FLOOR = "quant", "drafter", "engine", "floor"
 FLOOR_PART = "floor"
@@ -93,15 +93,7 @@ class FidelitySettings:
 
 
 def _key(cell: Cell, **changed: str) -> tuple[str, ...]:
-    names = {
-        "model": cell.model,
-        "engine": cell.engine,
-        "quant": cell.quant,
-        "drafter": cell.drafter,
-        "workload": cell.workload,
-    }
-    names.update(changed)
-    return tuple(names[k] for k in ("model", "engine", "quant", "drafter", "workload"))
+    return tuple({**identity_columns(cell), **changed}.values())
 
 
 def _comparable(cells: Iterable[Cell]) -> list[Cell]:

@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..config.matrix import repeat_of
+from ..loadgen.request_table import request_tables
 from ..vocabulary import Cell
 from .fidelity.compared import drafter_output_verdicts
 from .record_index import read_index
-from .repeats import collapse_repeats
+from .repeats import collapse_repeats, first_runs
 from .report_html import write_tables_html
 from .search.cells import with_slo
 from .search.goals import read_goals
@@ -36,11 +37,12 @@ def write_summary(
     Markdown and HTML) from the indexed records; `goal_files` the latency goals to judge the
     cells by (none in a matrix without one)."""
     all_metrics, records = load_indexed(read_index(records_index))
-    all_metrics = with_slo(all_metrics, cells, records, read_goals(goal_files))
+    requests = request_tables(records)  # each run's figures, once for its goal and intervals
+    all_metrics = with_slo(all_metrics, cells, requests, read_goals(goal_files))
     # before the floor runs are folded away
     outputs = drafter_output_verdicts(cells, records, all_metrics)
     summary, compact, spec_gain = write_tables(
-        all_metrics, cells, out, records=records, outputs=outputs
+        all_metrics, cells, out, records=records, outputs=outputs, requests=requests
     )
     _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
     write_tables_html(
@@ -106,14 +108,16 @@ def draw_summary_figures(
     # request records: intervals no figure of theirs draws would cost a large matrix minutes
     files = read_index(records_index)
     metrics, records_by_run = load_indexed(files, requests=bool(FIGURES_OF_REQUESTS & set(out)))
+    requests_by_run = request_tables(records_by_run)
+    requests = first_runs(metrics, requests_by_run)
     all_metrics, cells, records = collapse_repeats(metrics, cells, records_by_run)
     all_metrics = merge_with_cells(all_metrics, cells)
     data = {
-        "summary": summary_table(all_metrics, cells, records),
+        "summary": summary_table(all_metrics, cells, requests),
         "spec_gain": spec_gain_table(all_metrics, records),
         "sweep_points": {cell.id for cell in cells if cell.sweep is not None},
         "latency_samples": lambda: pooled_repeats(
-            {run: latency_samples_ms(runs) for run, runs in records_by_run.items()}
+            {run: latency_samples_ms(table) for run, table in requests_by_run.items()}
         ),
     }
     for key, build in _figure_builders().items():

@@ -19,7 +19,7 @@ import pandas as pd
 from ..atomic import write_text
 from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
-from ..vocabulary import Status
+from ..vocabulary import Cell, Status
 from .changes import NO_INTERVAL, PAIRED_PROMPTS, UNPAIRED, cell_changes
 from .compact import is_missing
 from .record_index import read_index
@@ -293,11 +293,9 @@ def write_comparisons(table: pd.DataFrame, out: Mapping[str, Any]) -> None:
     write_tables_html(out["comparisons_html"], "Comparisons", [(TITLE, view, INTRO)])
 
 
-def indexed_comparisons(
-    records_index: str | Path, cells: Sequence[Mapping[str, Any]]
-) -> pd.DataFrame:
-    """The comparisons of the indexed cells (`cells`: the config's, as plain dicts), a cell's
-    repeats made one."""
+def indexed_comparisons(records_index: str | Path, cells: Sequence[Cell]) -> pd.DataFrame:
+    """The comparisons of the indexed cells (`cells`: the config's), a cell's repeats made
+    one."""
     all_metrics, records = load_indexed(read_index(records_index))
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
     return comparisons_table(merge_with_cells(all_metrics, cells), records)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..loadgen.records import OK, RequestRecord, pair_requests
+from ..loadgen.request_table import RequestTable
 from .stats import (
     BOOTSTRAP,
     CHUNK_ELEMENTS,
@@ -90,23 +91,6 @@ def _pooled(base: RequestArrays, new: RequestArrays) -> RequestArrays:
 
     fields = ("keys", "prompt_tokens", "completion_tokens", "ttft_ms", "tpot_ms", "e2e_ms")
     return RequestArrays(*(both(f) for f in fields), duration_s=1.0)
-
-
-def relabelled_spread(
-    base: RequestArrays,
-    new: RequestArrays,
-    figures: Sequence[str],
-    count: int = RELABELINGS,
-    seed: int = SEED,
-) -> dict[str, float]:
-    """For each figure, the 95 % quantile of |log(new / base)| over the relabelings of the pairs:
-    how far the two runs' figures move apart by chance alone when each prompt's two requests
-    could as well have been served the other way round."""
-    spreads = relabelled_log_ratios(base, new, figures, count, seed)
-    return {
-        name: float(spread[math.ceil(CONFIDENCE * len(spread)) - 1])
-        for name, spread in spreads.items()
-    }
 
 
 def randomization_p(spread: np.ndarray, observed: float) -> float:
@@ -213,27 +197,16 @@ def paired_changes(
       96.1 % of 8000 such simulated pairs for TPOT and TTFT medians)."""
     pairing = pair_requests(base_records, new_records)
     common = pairing.keys
-    base = request_arrays(base_records, common)
-    new = request_arrays(new_records, common)
+    base = request_arrays(RequestTable.of(base_records), common)
+    new = request_arrays(RequestTable.of(new_records), common)
     n = base.n
     points_base, points_new = point_figures(base), point_figures(new)
     rates = [name for name in figures if name in RATE_FIGURES]
     quantiles = [name for name in figures if name not in RATE_FIGURES]
-
-    def ratios(idx: np.ndarray) -> dict[str, np.ndarray]:
-        drawn_new, drawn_base = (
-            figures_of_draws(new, idx, quantiles),
-            figures_of_draws(base, idx, quantiles),
-        )
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return {name: 100 * (drawn_new[name] / drawn_base[name] - 1) for name in quantiles}
-
     spreads = relabelled_log_ratios(base, new, rates, relabelings, seed) if n >= 2 and rates else {}
-    spread = {
-        name: float(values[math.ceil(CONFIDENCE * len(values)) - 1])
-        for name, values in spreads.items()
-    }
-    samples = resampled(ratios, n, resamples, seed) if n >= 2 and quantiles else {}
+    samples = {}
+    if n >= 2 and quantiles:
+        samples = resampled(lambda idx: _draw_ratios(base, new, quantiles, idx), n, resamples, seed)
     out = {}
     for name in figures:
         b, m = points_base[name], points_new[name]
@@ -243,14 +216,38 @@ def paired_changes(
         if n >= 2 and change is not None and name in samples:
             interval = percentile_interval(samples[name], change, n)
             lo, hi = interval.lo, interval.hi
-        elif n >= 2 and change is not None and m > 0 and math.isfinite(spread.get(name, math.inf)):
-            center = math.log(m / b)
-            lo = 100 * (math.exp(center - spread[name]) - 1)
-            hi = 100 * (math.exp(center + spread[name]) - 1)
-            p = randomization_p(spreads[name], center)
+        elif n >= 2 and change is not None and m > 0 and name in spreads:
+            lo, hi, p = randomization_interval(b, m, spreads[name])
         found = verdict(lo, hi, FIGURES[name][1])
         out[name] = Change(name, change, lo, hi, found, n, source, pairing.unpaired, p)
     return out
+
+
+def _draw_ratios(
+    base: RequestArrays, new: RequestArrays, quantiles: Sequence[str], idx: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Each quantile's change (%) on the same drawn prompts of both runs."""
+    drawn_new, drawn_base = (
+        figures_of_draws(new, idx, quantiles),
+        figures_of_draws(base, idx, quantiles),
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {name: 100 * (drawn_new[name] / drawn_base[name] - 1) for name in quantiles}
+
+
+def randomization_interval(
+    base: float, new: float, spread: np.ndarray
+) -> tuple[float | None, float | None, float | None]:
+    """log(new / base) ± the relabelings' 95 % quantile of |log(new / base)| (`spread`: how far
+    the two runs' figures move apart by chance alone, when each prompt's two requests could as
+    well have been served the other way round), as % changes, and the test's p-value; none
+    where that quantile is undefined."""
+    edge = float(spread[math.ceil(CONFIDENCE * len(spread)) - 1])
+    if not math.isfinite(edge):
+        return None, None, None
+    center = math.log(new / base)
+    lo, hi = 100 * (math.exp(center - edge) - 1), 100 * (math.exp(center + edge) - 1)
+    return lo, hi, randomization_p(spread, center)
 
 
 def _unpaired_changes(
@@ -262,7 +259,8 @@ def _unpaired_changes(
 ) -> dict[str, Change]:
     """Each run's completed requests resampled on their own (a draw of its own for each run),
     the change's interval from the ratio of the two runs' resampled figures."""
-    base, new = request_arrays(base_records), request_arrays(new_records)
+    base = request_arrays(RequestTable.of(base_records))
+    new = request_arrays(RequestTable.of(new_records))
     points_base, points_new = point_figures(base), point_figures(new)
 
     def on(arrays: RequestArrays) -> Callable[[np.ndarray], dict[str, np.ndarray]]:

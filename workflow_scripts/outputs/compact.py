@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..text import first_line
-from ..vocabulary import Status
+from ..vocabulary import Status, identity_columns
 
 NOT_RUN = "not run"
 REF_PREFIX = "ref_"
@@ -57,11 +57,7 @@ def summary_row(
     spec = metrics.get("spec") or {}
     row = {
         "cell": metrics["cell"],
-        "model": metrics.get("model"),
-        "engine": metrics.get("engine"),
-        "quant": metrics.get("quant"),
-        "drafter": metrics.get("drafter"),
-        "workload": metrics.get("workload"),
+        **identity_columns(metrics),
         "content": metrics.get("content"),
         "concurrency": metrics.get("concurrency"),
         "num_prompts": metrics.get("num_prompts"),

@@ -10,17 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..vocabulary import Status
+from ..vocabulary import IDENTITY_COLUMNS, Status
 from .compact import median_of
 
+# A turn's row begins with its cell's, as summary.csv names it.
+BY_TURN_CELL_COLUMNS = ["cell", *IDENTITY_COLUMNS, "prefix_cache"]
 BY_TURN_COLUMNS = [
-    "cell",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
-    "prefix_cache",
+    *BY_TURN_CELL_COLUMNS,
     "turn",
     "requests",
     "ttft_median_ms",
@@ -50,7 +46,7 @@ def by_turn_table(all_metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         for turn in m["by_turn"]:
             rows.append(
                 {
-                    **{key: m.get(key) for key in BY_TURN_COLUMNS[:7]},
+                    **{key: m.get(key) for key in BY_TURN_CELL_COLUMNS},
                     "turn": turn["turn"],
                     "requests": turn["requests"],
                     "ttft_median_ms": median_of(turn, "ttft_ms"),

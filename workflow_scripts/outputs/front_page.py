@@ -13,11 +13,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..atomic import write_text
+from ..vocabulary import SERVING_COLUMNS
 from .conversations import BY_TURN_INTRO, BY_TURN_TITLE
 from .fidelity.frontier import FRONTIER_INTRO, FRONTIER_TITLE
 from .labels import FRONT_PAGE_ANSWERS
 from .report_html import STYLE, esc, figure_html, html_table
-from .spec_gain import GAIN_BY_CONTENT_INTRO, GAIN_BY_CONTENT_TITLE
+from .spec_gain import CONTENT_GAIN_COLUMNS, GAIN_BY_CONTENT_INTRO, GAIN_BY_CONTENT_TITLE
 from .sweeps.files import CROSSOVER_INTRO, CROSSOVER_TITLE
 from .writers import INDEX_INTRO
 
@@ -89,19 +90,7 @@ ANSWER_TABLES = {
         "The drafter by content",
         GAIN_BY_CONTENT_TITLE,
         GAIN_BY_CONTENT_INTRO,
-        (
-            "model",
-            "engine",
-            "quant",
-            "drafter",
-            "content",
-            "decode_gain_pct",
-            "decode_gain_lo_pct",
-            "decode_gain_hi_pct",
-            "verdict",
-            "acceptance_rate",
-            "outputs",
-        ),
+        (*SERVING_COLUMNS, "content", *CONTENT_GAIN_COLUMNS),
         (),
         numbers=("decode_gain_pct", "decode_gain_lo_pct", "decode_gain_hi_pct", "acceptance_rate"),
         shown_when_filled=("outputs",),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..vocabulary import Cell, CellData
+from ..vocabulary import Cell
 
 # Engine settings that set the server's context, by the names the adapters use.
 CONTEXT_SETTING_KEYS = ("ctx_size", "max_model_len", "context_length")
@@ -177,11 +177,10 @@ def rule_file(rule: str, key: str) -> str:
     return RULE_PATHS[rule, key]
 
 
-def optional_figure_rules(cells: Sequence[CellData]) -> list[str]:
+def optional_figure_rules(cells: Sequence[Cell]) -> list[str]:
     """The rules of summary figures a matrix gets only when they can say something: throughput
     vs concurrency for cells at two or more concurrencies that are no sweep's points (a sweep has
     its own figures: sweep_outputs), measured vs published when references exist."""
-    cells = [Cell.of(cell) for cell in cells]
     rules = []
     if matrix_sweeps_concurrency(cells):
         rules.append("concurrency_figure")
@@ -190,7 +189,7 @@ def optional_figure_rules(cells: Sequence[CellData]) -> list[str]:
     return rules
 
 
-def optional_summary_figures(cells: Sequence[CellData]) -> list[str]:
+def optional_summary_figures(cells: Sequence[Cell]) -> list[str]:
     """The names of those rules' figures."""
     return [PurePosixPath(RULE_FILES[rule][0].path).stem for rule in optional_figure_rules(cells)]
 
@@ -210,12 +209,11 @@ FRONT_PAGE_ANSWERS = {
 CONVERSATION = "conversation"  # DatasetSettings.content_label of whole conversations
 
 
-def content_answers(cells: Sequence[CellData]) -> list[str]:
+def content_answers(cells: Sequence[Cell]) -> list[str]:
     """The aggregate rule's tables (by name) the front page shows for this matrix:
     gain_by_content where drafter cells that are no sweep point or probe ran on two or more
     kinds of content (the gain on code beside chat), by_turn where some cell replayed
     conversations."""
-    cells = [Cell.of(cell) for cell in cells]
     content = {cell.id: cell.workload_spec.dataset.content_label for cell in cells}
     drafted = {content[c.id] for c in cells if c.has_drafter and c.sweep is None}
     tables = ["gain_by_content"] if len(drafted) >= 2 else []
@@ -232,12 +230,12 @@ def front_page_files(summary_files: Sequence[str]) -> list[str]:
     return [path for path in summary_files if path.rsplit("/", 1)[-1] in names]
 
 
-def sweep_cell_ids(cells: Sequence[CellData]) -> list[str]:
+def sweep_cell_ids(cells: Sequence[Cell]) -> list[str]:
     """The cells that are points of a sweep (their repeats too): what the sweeps rule reads."""
-    return [cell.id for cell in map(Cell.of, cells) if cell.sweep is not None]
+    return [cell.id for cell in cells if cell.sweep is not None]
 
 
-def sweep_outputs(cells: Sequence[CellData]) -> list[str]:
+def sweep_outputs(cells: Sequence[Cell]) -> list[str]:
     """The sweeps rule's files under summary/ (tables as CSV and markdown, their HTML page, the
     figures; an SVG beside each PNG), for a matrix with at least one sweep; none without."""
     if not sweep_cell_ids(cells):
@@ -245,9 +243,8 @@ def sweep_outputs(cells: Sequence[CellData]) -> list[str]:
     return [file.path.removeprefix("summary/") for file in RULE_FILES["sweeps"]]
 
 
-def report_labels(cell: CellData, figure: str) -> dict[str, str]:
+def report_labels(cell: Cell, figure: str) -> dict[str, str]:
     """Labels of a cell's outputs in the Snakemake report (its model is the subcategory)."""
-    cell = Cell.of(cell)
     return {
         "cell": cell.id,
         "engine": cell.engine,

@@ -1,5 +1,5 @@
 """Per-cell figures, pure functions of the cell's raw records: TTFT/TPOT distributions from
-requests.jsonl and memory over time, phases shaded, from memory.csv."""
+requests.jsonl's table and memory over time, phases shaded, from memory.csv."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..loadgen.metrics import tpot_s
-from ..loadgen.records import OK, RequestRecord
+from ..loadgen.request_table import RequestTable
 from ..vocabulary import Status
 from .plots import message_figure, plt
 
@@ -44,12 +43,12 @@ def read_memory(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def latency_samples_ms(records: Sequence[RequestRecord]) -> dict[str, list[float]]:
-    """TTFT and TPOT (ms) of measured, completed requests, defined as in loadgen.metrics."""
-    done = [r for r in records if r.status == OK and not r.warmup]
+def latency_samples_ms(requests: RequestTable) -> dict[str, list[float]]:
+    """TTFT and TPOT (ms) of measured, completed requests, sorted."""
+    done = requests.done
     return {
         "ttft_ms": sorted(r.ttft_s * 1000 for r in done if r.ttft_s is not None),
-        "tpot_ms": sorted(t * 1000 for r in done if (t := tpot_s(r)) is not None),
+        "tpot_ms": sorted(r.tpot_s * 1000 for r in done if r.tpot_s is not None),
     }
 
 
@@ -69,9 +68,9 @@ def _cdf(ax, values: Sequence[float], xlabel: str, title: str) -> None:
     ax.grid(alpha=0.3)
 
 
-def latency_figure(records: Sequence[RequestRecord], cell: str, status: str = Status.DONE):
+def latency_figure(requests: RequestTable, cell: str, status: str = Status.DONE):
     """CDFs of TTFT and TPOT over one cell's completed requests."""
-    samples = latency_samples_ms(records)
+    samples = latency_samples_ms(requests)
     if not samples["ttft_ms"]:
         return message_figure(f"TTFT and TPOT: {cell}", f"no completed requests (status: {status})")
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))

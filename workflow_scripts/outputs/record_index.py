@@ -27,7 +27,7 @@ from typing import Any
 
 from ..atomic import write_json
 from ..loadgen.records import OK, RequestRecord, read_records
-from ..vocabulary import CellMetrics, Status
+from ..vocabulary import IDENTITY_COLUMNS, CellMetrics, Status
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ INVALID_RESULT = "invalid result"  # how the reason of a damaged cell begins
 # What an invalid result keeps: who the cell is and what it ran, none of its figures.
 KEPT_WHEN_INVALID = frozenset(
     {
-        *("cell", "model", "engine", "quant", "drafter", "workload", "concurrency"),
+        *("cell", *IDENTITY_COLUMNS, "concurrency"),
         *("request_rate", "series", "sweep", "server_start", "num_prompts", "synthetic"),
         *("started_at", "finished_at", "host", "engine_version", "engine_info", "weights"),
         *("server_command", "dataset_note", "dataset_sha256"),

@@ -8,12 +8,12 @@ from __future__ import annotations
 import copy
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..config.matrix import repeat_of
 from ..fidelity.pairs import floor_of
 from ..process.machine_use import CLIENT_LIMITED, DISTURBED, FLAGGED_IN_RUN
-from ..vocabulary import Cell, CellData, Status
+from ..vocabulary import Cell, Status
 from .compact import peak_mem_gib
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
@@ -25,6 +25,7 @@ COUNTS = ("completed", "errors", "incomplete", "prompt_tokens", "completion_toke
 CONVERSATION_COUNTS = ("conversations", "turns")  # objects of counts, summed as the counts
 SHARES = ("prefix_cache_hit_pct",)  # a mean over the repeats, as the rates
 MEMORY_PEAKS = ("peak_delta_gib", "peak_delta_less_client_gib")  # what the summary reads of `mem`
+T = TypeVar("T")
 
 
 def repeat_figures(metrics: Mapping[str, Any]) -> dict[str, float | None]:
@@ -108,37 +109,50 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     return out
 
 
-def collapse_repeats(
-    all_metrics: Sequence[Mapping[str, Any]],
-    cells: Sequence[CellData] | None = None,
-    records: Mapping[str, Any] | None = None,
-) -> tuple[list[Mapping[str, Any]], list[Cell] | None, dict[str, Any]]:
-    """Metrics, cells and request records with each cell's repeats folded into the cell: one
-    combined record per cell, the config's repeat-1 cells, and the first finished repeat's
-    records (what a bootstrap or a paired comparison uses when there are too few repeats). A
-    cell's floor run (`<cell>__floor`) is in none: only the fidelity table reads it."""
+def _repeat_groups(all_metrics: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Each cell's runs in repeat order, by the cell's id; a floor run is in none."""
     groups: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
     for metrics in all_metrics:
         if floor_of(metrics["cell"]):
             continue
         base, repeat = repeat_of(metrics["cell"])
         groups.setdefault(base, []).append((repeat, metrics))
-    records = records or {}
-    out_metrics, out_records = [], {}
-    for base, members in groups.items():
-        runs = [m for _, m in sorted(members, key=lambda item: item[0])]
+    return {
+        base: [m for _, m in sorted(members, key=lambda item: item[0])]
+        for base, members in groups.items()
+    }
+
+
+def first_runs(all_metrics: Sequence[Mapping[str, Any]], by_run: Mapping[str, T]) -> dict[str, T]:
+    """What each run has in `by_run` (its records, its requests' table), folded as its cell's
+    repeats are: under the cell's id, its first finished repeat's (else its first's)."""
+    out = {}
+    for base, runs in _repeat_groups(all_metrics).items():
+        first = next((m for m in runs if m.get("status") == Status.DONE), runs[0])
+        if first["cell"] in by_run:
+            out[base] = by_run[first["cell"]]
+    return out
+
+
+def collapse_repeats(
+    all_metrics: Sequence[Mapping[str, Any]],
+    cells: Sequence[Cell] | None = None,
+    records: Mapping[str, Any] | None = None,
+) -> tuple[list[Mapping[str, Any]], list[Cell] | None, dict[str, Any]]:
+    """Metrics, cells and request records with each cell's repeats folded into the cell: one
+    combined record per cell, the config's repeat-1 cells, and the first finished repeat's
+    records (what a bootstrap or a paired comparison uses when there are too few repeats). A
+    cell's floor run (`<cell>__floor`) is in none: only the fidelity table reads it."""
+    out_metrics = []
+    for base, runs in _repeat_groups(all_metrics).items():
         if len(runs) == 1 and runs[0]["cell"] == base:
             out_metrics.append(runs[0])  # run once: exactly as without repeats
         else:
             out_metrics.append(combine(base, runs))
-        first = next((m for m in runs if m.get("status") == Status.DONE), runs[0])
-        if first["cell"] in records:
-            out_records[base] = records[first["cell"]]
+    out_records = first_runs(all_metrics, records or {})
     if cells is None:
         return out_metrics, None, out_records
     base_cells = [
-        cell
-        for cell in map(Cell.of, cells)
-        if repeat_of(cell.id)[1] == 1 and floor_of(cell.id) is None
+        cell for cell in cells if repeat_of(cell.id)[1] == 1 and floor_of(cell.id) is None
     ]
     return out_metrics, base_cells, out_records

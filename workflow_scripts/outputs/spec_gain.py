@@ -14,7 +14,7 @@ from ..loadgen.metrics import compute_metrics
 from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
 from ..verdicts.families import LEVEL, family_text, holm
-from ..vocabulary import RANDOM_TOKENS, CellMetrics, Status
+from ..vocabulary import IDENTITY_COLUMNS, RANDOM_TOKENS, CellMetrics, Status, identity_columns
 from .changes import FASTER, NO_DIFFERENCE, SLOWER, paired_changes, repeat_changes
 from .compact import (
     is_missing,
@@ -32,11 +32,7 @@ def _gain_pct(new: float | None, base: float | None) -> float | None:
 SPEC_GAIN_COLUMNS = [
     "drafter_cell",
     "base_cell",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
+    *IDENTITY_COLUMNS,
     "base_decode_tok_s",
     "drafter_decode_tok_s",
     "decode_gain_pct",
@@ -183,6 +179,40 @@ def repeat_gain_columns(base: CellMetrics, drafter: CellMetrics) -> dict[str, An
     }
 
 
+def pair_columns(
+    base: CellMetrics | None,
+    drafter: CellMetrics,
+    records: Mapping[str, Sequence[RequestRecord]],
+) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """A drafter cell against its base: what its row flags so far, its figures on the prompts
+    both completed (`*_common`, none when they completed the same ones) and its gain's
+    interval (from repeats, else paired over the prompts)."""
+    flags: list[str] = []
+    common: dict[str, Any] = {}
+    paired: dict[str, Any] = {}
+    if base is None:
+        flags.append("no base cell")
+    elif not base.get("status") == drafter.get("status") == Status.DONE:
+        flags.append("a cell of the pair did not finish")
+    else:
+        if _weights_files(base) != _weights_files(drafter):
+            flags.append("base and drafter cells used different weight files")
+        if _repeated(base) and _repeated(drafter):
+            paired = repeat_gain_columns(base, drafter)
+        if base["cell"] in records and drafter["cell"] in records:
+            runs = records[base["cell"]], records[drafter["cell"]]
+            common = common_subset_figures(*runs)
+            paired = paired or paired_gain_columns(*runs)
+            if common:
+                flags.append(
+                    "different prompts completed: *_common columns compare the "
+                    f"{common['common_prompts']} both completed"
+                )
+        elif base.get("prompt_indices") != drafter.get("prompt_indices"):
+            flags.append("different prompt sets")
+    return flags, common, paired
+
+
 def spec_gain_table(
     all_metrics: Sequence[CellMetrics],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
@@ -204,27 +234,7 @@ def spec_gain_table(
         if m.get("drafter") in (None, "none"):
             continue
         base = by_key.get((m.get("model"), m.get("engine"), m.get("quant"), m.get("workload")))
-        spec = m.get("spec") or {}
-        flags, common, paired = [], {}, {}
-        if base is None:
-            flags.append("no base cell")
-        elif not base.get("status") == m.get("status") == Status.DONE:
-            flags.append("a cell of the pair did not finish")
-        else:
-            if _weights_files(base) != _weights_files(m):
-                flags.append("base and drafter cells used different weight files")
-            if _repeated(base) and _repeated(m):
-                paired = repeat_gain_columns(base, m)
-            if base["cell"] in records and m["cell"] in records:
-                common = common_subset_figures(records[base["cell"]], records[m["cell"]])
-                paired = paired or paired_gain_columns(records[base["cell"]], records[m["cell"]])
-                if common:
-                    flags.append(
-                        "different prompts completed: *_common columns compare the "
-                        f"{common['common_prompts']} both completed"
-                    )
-            elif base.get("prompt_indices") != m.get("prompt_indices"):
-                flags.append("different prompt sets")
+        flags, common, paired = pair_columns(base, m, records)
         if disturbed := disturbed_flag({"base cell": base, "drafter cell": m}):
             flags.append(disturbed)
         if outputs.get(m["cell"]) == CHANGED:
@@ -233,26 +243,7 @@ def spec_gain_table(
             flags.append(random_tokens)
         rows.append(
             {
-                "drafter_cell": m["cell"],
-                "base_cell": base["cell"] if base else None,
-                "model": m.get("model"),
-                "engine": m.get("engine"),
-                "quant": m.get("quant"),
-                "drafter": m.get("drafter"),
-                "workload": m.get("workload"),
-                "base_decode_tok_s": base.get("decode_tok_s") if base else None,
-                "drafter_decode_tok_s": m.get("decode_tok_s"),
-                "decode_gain_pct": _gain_pct(
-                    m.get("decode_tok_s"), base.get("decode_tok_s") if base else None
-                ),
-                "base_ttft_median_ms": median_of(base, "ttft_ms") if base else None,
-                "drafter_ttft_median_ms": median_of(m, "ttft_ms"),
-                "base_tpot_median_ms": median_of(base, "tpot_ms") if base else None,
-                "drafter_tpot_median_ms": median_of(m, "tpot_ms"),
-                "acceptance_rate": spec.get("acceptance_rate"),
-                "acceptance_length": spec.get("mean_acceptance_length"),
-                # several tokens arrive per chunk when drafts are accepted: ITL per token
-                "drafter_itl_per_token_median_ms": median_of(m, "itl_per_token_ms"),
+                **gain_columns(base, m),
                 **common,
                 "flags": "; ".join(flags),
                 **paired,
@@ -264,6 +255,29 @@ def spec_gain_table(
         series.append(m.get("series"))
     gain_families(rows, series)
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
+
+
+def gain_columns(base: CellMetrics | None, drafter: CellMetrics) -> dict[str, Any]:
+    """A spec_gain row's two cells, their headline figures and the gain between them."""
+    spec = drafter.get("spec") or {}
+    return {
+        "drafter_cell": drafter["cell"],
+        "base_cell": base["cell"] if base else None,
+        **identity_columns(drafter),
+        "base_decode_tok_s": base.get("decode_tok_s") if base else None,
+        "drafter_decode_tok_s": drafter.get("decode_tok_s"),
+        "decode_gain_pct": _gain_pct(
+            drafter.get("decode_tok_s"), base.get("decode_tok_s") if base else None
+        ),
+        "base_ttft_median_ms": median_of(base, "ttft_ms") if base else None,
+        "drafter_ttft_median_ms": median_of(drafter, "ttft_ms"),
+        "base_tpot_median_ms": median_of(base, "tpot_ms") if base else None,
+        "drafter_tpot_median_ms": median_of(drafter, "tpot_ms"),
+        "acceptance_rate": spec.get("acceptance_rate"),
+        "acceptance_length": spec.get("mean_acceptance_length"),
+        # several tokens arrive per chunk when drafts are accepted: ITL per token
+        "drafter_itl_per_token_median_ms": median_of(drafter, "itl_per_token_ms"),
+    }
 
 
 def gain_families(rows: Sequence[dict[str, Any]], series: Sequence[str | None]) -> None:
@@ -288,21 +302,21 @@ def _weights_files(metrics: CellMetrics) -> list[str]:
     return [f.get("sha256") for f in (metrics.get("weights") or {}).get("files", [])]
 
 
-GAIN_BY_CONTENT_COLUMNS = [
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
-    "content",
-    "base_decode_tok_s",
-    "drafter_decode_tok_s",
+# The drafter's gain on one kind of content, as gain_by_content.csv and the front page show it.
+CONTENT_GAIN_COLUMNS = [
     "decode_gain_pct",
     "decode_gain_lo_pct",
     "decode_gain_hi_pct",
     "verdict",
     "acceptance_rate",
     "outputs",
+]
+GAIN_BY_CONTENT_COLUMNS = [
+    *IDENTITY_COLUMNS,
+    "content",
+    "base_decode_tok_s",
+    "drafter_decode_tok_s",
+    *CONTENT_GAIN_COLUMNS,
     "flags",
 ]
 GAIN_BY_CONTENT_TITLE = "The drafter's gain by what it drafts"

@@ -4,13 +4,12 @@ last tenths differ beyond their 95 % intervals (the card's and the summary's che
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..loadgen.records import OK, RequestRecord
-from .stats import RESAMPLES, SEED, Interval, RequestArrays, percentile_interval, request_arrays
+from ..loadgen.request_table import RequestTable
+from .stats import RESAMPLES, SEED, Interval, RequestArrays, percentile_interval
 
 PARTS = 10
 MIN_PER_PART = 2
@@ -57,12 +56,12 @@ def _decode_speed(arrays: RequestArrays, idx: np.ndarray) -> np.ndarray:
 
 
 def stability(
-    records: Sequence[RequestRecord], resamples: int = RESAMPLES, seed: int = SEED
+    requests: RequestTable, arrays: RequestArrays, resamples: int = RESAMPLES, seed: int = SEED
 ) -> Stability | None:
     """Each tenth's rate is the run's decode tok/s scaled by that tenth's tokens per second of
-    decode time (E2E − TTFT); None with fewer than 2 requests a tenth."""
-    arrays = request_arrays(records)
-    done = sorted((r for r in records if r.status == OK and not r.warmup), key=lambda r: r.sent_s)
+    decode time (E2E − TTFT), the tenths in the order `requests` were sent (`arrays`: their
+    `request_arrays`); None with fewer than 2 requests a tenth."""
+    done = sorted(requests.done, key=lambda r: r.sent_s)
     order = {r.pair_key: i for i, r in enumerate(done)}
     if arrays.n < PARTS * MIN_PER_PART or len(order) != arrays.n:
         return None

@@ -1,5 +1,6 @@
 """95 % intervals for a cell's figures and for the change between two cells. Pure functions of
-request records (or of per-repeat figures); stdlib + numpy only.
+a run's requests (their table, loadgen.request_table) or of per-repeat figures; stdlib + numpy
+only.
 
 The change between two cells is changes.py; a run's steadiness is stability.py. A proportion's
 interval (Wilson's) and a ratio of sums over requests (the drafter's acceptance at a sweep
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..loadgen.metrics import tpot_s
-from ..loadgen.records import OK, RequestRecord
+from ..loadgen.records import OK
+from ..loadgen.request_table import RequestTable
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -165,13 +166,13 @@ class RequestArrays:
 
 
 def request_arrays(
-    records: Sequence[RequestRecord], prompts: set[tuple[int, int]] | None = None
+    requests: RequestTable, prompts: set[tuple[int, int]] | None = None
 ) -> RequestArrays:
     """Completed measured requests (optionally only those whose pair keys are in `prompts`),
     sorted by pair key so two runs of the same prompts (and conversation turns) line up;
     duration spans the measured requests kept, as in compute_metrics (all of them when
     `prompts` is None)."""
-    measured = [r for r in records if not r.warmup]
+    measured = requests.measured
     if prompts is not None:
         measured = [r for r in measured if r.pair_key in prompts]
     ends = [r.sent_s + r.e2e_s for r in measured if r.e2e_s is not None]
@@ -191,10 +192,15 @@ def request_arrays(
         prompt_tokens=column(r.prompt_tokens or 0 for r in done),
         completion_tokens=column(r.completion_tokens or 0 for r in done),
         ttft_ms=column(None if r.ttft_s is None else r.ttft_s * 1000 for r in done),
-        tpot_ms=column(None if (t := tpot_s(r)) is None else t * 1000 for r in done),
+        tpot_ms=column(None if r.tpot_s is None else r.tpot_s * 1000 for r in done),
         e2e_ms=column(None if r.e2e_s is None else r.e2e_s * 1000 for r in done),
         duration_s=duration,
     )
+
+
+def arrays_of(requests: RequestTable | None) -> RequestArrays | None:
+    """A run's `request_arrays`, None for a run with no records (nothing to resample)."""
+    return request_arrays(requests) if requests is not None and requests.rows else None
 
 
 def _rate(tokens: Callable[[RequestArrays], np.ndarray]):
@@ -319,23 +325,14 @@ def point_figures(arrays: RequestArrays) -> dict[str, float | None]:
 
 
 def bootstrap_intervals(
-    records: Sequence[RequestRecord],
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-    figures: Sequence[str] | None = None,
-) -> dict[str, Interval]:
-    """Every figure of one run (or those named) with a percentile bootstrap interval over its
-    requests. A figure's interval is the same whichever others are asked for with it."""
-    arrays = request_arrays(records)
-    return bootstrap_arrays(arrays, resamples, seed, figures)
-
-
-def bootstrap_arrays(
     arrays: RequestArrays,
     resamples: int = RESAMPLES,
     seed: int = SEED,
     figures: Sequence[str] | None = None,
 ) -> dict[str, Interval]:
+    """Every figure of one run (or those named) with a percentile bootstrap interval over its
+    requests (`request_arrays`). A figure's interval is the same whichever others are asked
+    for with it."""
     names = list(FIGURES) if figures is None else list(figures)
     points = point_figures(arrays)
     if arrays.n < 2:

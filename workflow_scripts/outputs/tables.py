@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 
 from ..loadgen.metrics import send_lag_note, sent_late
-from ..loadgen.records import RequestRecord
+from ..loadgen.request_table import RequestTable
 from ..process.machine_use import attempts_note, client_note, disturbed, interference_note
 from ..process.memory import understates_note
-from ..vocabulary import Cell, CellData, CellMetrics, Status, identity
+from ..vocabulary import IDENTITY_COLUMNS, Cell, CellMetrics, Status, identity
 from .compact import (
     CONVERSATION_COLUMNS,
     NOT_RUN,
@@ -27,8 +27,16 @@ from .compact import (
 )
 from .labels import context_tokens, engine_label
 from .search.cells import SLO_COLUMNS, slo_columns
-from .stability import stability
-from .stats import FIGURES, MIN_REPEATS, as_columns, bootstrap_intervals, interval_from_repeats
+from .stability import Stability, stability
+from .stats import (
+    FIGURES,
+    MIN_REPEATS,
+    RequestArrays,
+    as_columns,
+    bootstrap_intervals,
+    interval_from_repeats,
+    request_arrays,
+)
 
 COUNT_COLUMNS = [
     "concurrency",
@@ -42,11 +50,7 @@ COUNT_COLUMNS = [
 
 SUMMARY_COLUMNS = [
     "cell",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
+    *IDENTITY_COLUMNS,
     "concurrency",
     "num_prompts",
     "status",
@@ -181,42 +185,42 @@ def reference_columns(references: Sequence[Mapping[str, Any]]) -> list[str]:
     return [REF_PREFIX + k for k in [*REFERENCE_KEYS, *extra]]
 
 
-def _cells_by_id(cells: Sequence[CellData] | None) -> dict[str, Cell]:
-    return {cell.id: cell for cell in map(Cell.of, cells or [])}
+def _cells_by_id(cells: Sequence[Cell] | None) -> dict[str, Cell]:
+    return {cell.id: cell for cell in cells or []}
 
 
 def merge_with_cells(
-    all_metrics: Sequence[CellMetrics], cells: Sequence[CellData] | None
+    all_metrics: Sequence[CellMetrics], cells: Sequence[Cell] | None
 ) -> list[Mapping[str, Any]]:
     """Metrics of the config's cells in config order; a cell with none gets an identity stub."""
     by_cell = {m["cell"]: m for m in all_metrics}
     if not cells:
         return list(all_metrics)
-    config_cells = [Cell.of(cell) for cell in cells]
-    ordered = [by_cell.get(cell.id) or identity_from_cell(cell) for cell in config_cells]
-    known = {cell.id for cell in config_cells}
+    ordered = [by_cell.get(cell.id) or identity_from_cell(cell) for cell in cells]
+    known = {cell.id for cell in cells}
     return ordered + [m for m in all_metrics if m["cell"] not in known]
 
 
-def interval_columns(
-    metrics: CellMetrics, records: Sequence[RequestRecord] | None
-) -> dict[str, Any]:
+def interval_columns(metrics: CellMetrics, requests: RequestTable | None) -> dict[str, Any]:
     """A done cell's p99 figures, the 95 % interval of each headline figure
-    (`figure_intervals`) and whether its run was steady."""
+    (`figure_intervals`) and whether its run was steady, from its requests' table."""
     if metrics.get("status") != Status.DONE:
         return {}
-    return {**figure_intervals(metrics, records), **stability_columns(records)}
+    if requests is None or not requests.rows:
+        return figure_intervals(metrics, None)
+    arrays = request_arrays(requests)  # once, for the intervals and the stability check
+    return {**figure_intervals(metrics, arrays), **stability_columns(stability(requests, arrays))}
 
 
 def figure_intervals(
     metrics: CellMetrics,
-    records: Sequence[RequestRecord] | None,
+    arrays: RequestArrays | None,
     figures: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """A done cell's p99 figures and the 95 % interval of each headline figure (or of those
     named): a t-interval from its repeats when ≥ 3 finished, else a bootstrap over its requests
-    when it ran once (two repeats: none). Figures with no per-request basis (memory,
-    acceptance) get an interval only from repeats."""
+    (`arrays`, None without records) when it ran once (two repeats: none). Figures with no
+    per-request basis (memory, acceptance) get an interval only from repeats."""
     if metrics.get("status") != Status.DONE:
         return {}
     row: dict[str, Any] = {
@@ -233,19 +237,18 @@ def figure_intervals(
                 row[f"{name}_lo"], row[f"{name}_hi"] = interval.lo, interval.hi
         row["interval_source"] = "repeats"
         row["interval_n"] = repeats["done"]
-    elif records and not (repeats and repeats["done"] > 1):
+    elif arrays is not None and not (repeats and repeats["done"] > 1):
         per_request = None if figures is None else [f for f in figures if f in FIGURES]
-        intervals = bootstrap_intervals(records, figures=per_request)
+        intervals = bootstrap_intervals(arrays, figures=per_request)
         row.update(as_columns(intervals))
         row["interval_source"] = "bootstrap"
         row["interval_n"] = next(iter(intervals.values())).n
     return row
 
 
-def stability_columns(records: Sequence[RequestRecord] | None) -> dict[str, Any]:
+def stability_columns(found: Stability | None) -> dict[str, Any]:
     """Decode tok/s of the first and last tenth of the requests, and whether they differ beyond
     their intervals (of the first finished repeat, with repeats); nothing under 20 requests."""
-    found = stability(records) if records else None
     if found is None:
         return {}
     return {
@@ -317,17 +320,17 @@ def _reference(cell: Cell | None) -> dict[str, Any] | None:
 
 def summary_rows(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData] | None = None,
-    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    cells: Sequence[Cell] | None = None,
+    requests: Mapping[str, RequestTable] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per cell; `cells` adds cells with no metrics and their references; the cells'
-    request `records` add each figure's interval."""
+    `requests` (each one's table, by id) add each figure's interval."""
     by_id = _cells_by_id(cells)
-    records = records or {}
+    requests = requests or {}
     return [
         {
             **summary_row(metrics, _reference(by_id.get(metrics["cell"]))),
-            **interval_columns(metrics, records.get(metrics["cell"])),
+            **interval_columns(metrics, requests.get(metrics["cell"])),
             **check_columns(metrics),
             **memory_columns(metrics),
             **slo_columns(metrics),
@@ -338,10 +341,10 @@ def summary_rows(
 
 
 def summary_frame(
-    rows: Sequence[Mapping[str, Any]], cells: Sequence[CellData] | None = None
+    rows: Sequence[Mapping[str, Any]], cells: Sequence[Cell] | None = None
 ) -> pd.DataFrame:
     """Summary rows -> summary.csv's frame: the fixed columns, `ref_*`, then later additions."""
-    references = [Cell.of(cell).reference for cell in cells or []]
+    references = [cell.reference for cell in cells or []]
     columns = SUMMARY_COLUMNS + reference_columns(references) + LATER_COLUMNS
     frame = pd.DataFrame(rows, columns=columns)
     # Counts stay integers when some cells (failed, blocked) have none.
@@ -352,11 +355,11 @@ def summary_frame(
 
 def summary_table(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData] | None = None,
-    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    cells: Sequence[Cell] | None = None,
+    requests: Mapping[str, RequestTable] | None = None,
 ) -> pd.DataFrame:
     """Every column of every cell: summary.csv."""
-    return summary_frame(summary_rows(all_metrics, cells, records), cells)
+    return summary_frame(summary_rows(all_metrics, cells, requests), cells)
 
 
 def status_text(status: str | None, reason: str | None) -> str:
@@ -366,7 +369,7 @@ def status_text(status: str | None, reason: str | None) -> str:
 
 def index_table(
     summary: pd.DataFrame,
-    cells: Sequence[CellData] | None = None,
+    cells: Sequence[Cell] | None = None,
     card_links: str | None = None,
 ) -> pd.DataFrame:
     """The seeds' index view. `card_links` is the path prefix from the table to the cells'
@@ -403,10 +406,9 @@ def blocked_text(cell: Cell) -> str:
     return f"{Status.BLOCKED}: {first_line(cell.blocked)}" if cell.blocked else ""
 
 
-def reference_table(cells: Sequence[CellData]) -> pd.DataFrame:
+def reference_table(cells: Sequence[Cell]) -> pd.DataFrame:
     """The published figures of a config's cells, one row per cell that has any (or is
     blocked), in their own table: what a reference-only summary lists."""
-    cells = [Cell.of(cell) for cell in cells]
     references = [cell.reference for cell in cells]
     used = {key for reference in references for key in reference}
     keys = [c[len(REF_PREFIX) :] for c in reference_columns(references)]

@@ -11,7 +11,8 @@ import pandas as pd
 
 from ..atomic import write_text
 from ..loadgen.records import RequestRecord
-from ..vocabulary import Cell, CellData, CellMetrics
+from ..loadgen.request_table import RequestTable, request_tables
+from ..vocabulary import Cell, CellMetrics
 from .compact import (
     compact_view,
     is_missing,
@@ -19,7 +20,7 @@ from .compact import (
 )
 from .conversations import BY_TURN_INTRO, BY_TURN_TITLE, by_turn_table
 from .record_index import CellFiles, load_cell, read_cell_records, read_metrics
-from .repeats import collapse_repeats
+from .repeats import collapse_repeats, first_runs
 from .spec_gain import (
     GAIN_BY_CONTENT_INTRO,
     GAIN_BY_CONTENT_TITLE,
@@ -126,20 +127,25 @@ INDEX_INTRO = (
 
 def write_tables(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData],
+    cells: Sequence[Cell],
     out: Mapping[str, str | Path],
     card_links: str | None = "../cells",
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     outputs: Mapping[str, str] | None = None,
+    requests: Mapping[str, RequestTable] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """summary.{csv,md}, index.{csv,md}, spec_gain.{csv,md} and, where `out` names them,
     by_turn.{csv,md} (conversations) and gain_by_content.{csv,md} to the paths in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link).
     summary.csv holds every column, summary.md the compact view; a cell's repeats make one
-    row; `outputs` holds each drafter cell's outputs verdict. Returns the summary, compact and
-    spec-gain tables."""
+    row; `outputs` holds each drafter cell's outputs verdict; `requests` each run's table of
+    its `records` (made here when not given). Returns the summary, compact and spec-gain
+    tables."""
+    records = records or {}
+    requests = request_tables(records) if requests is None else requests
+    requests = first_runs(all_metrics, requests)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
-    rows = summary_rows(all_metrics, cells, records)  # one bootstrap per cell, for both views
+    rows = summary_rows(all_metrics, cells, requests)  # one bootstrap per cell, for both views
     summary = summary_frame(rows, cells)
     headers, compact_rows = compact_view(rows)
     compact = pd.DataFrame(compact_rows, columns=headers)
@@ -165,7 +171,7 @@ def write_tables(
     if "by_turn_csv" in out:  # the aggregate rule's; a reference-only table has no runs
         by_turn = by_turn_table(ordered)
         write_table(by_turn, out["by_turn_csv"], out["by_turn_md"], BY_TURN_TITLE, BY_TURN_INTRO)
-        points = {cell.id for cell in map(Cell.of, cells) if cell.sweep is not None}
+        points = {cell.id for cell in cells if cell.sweep is not None}
         write_table(
             gain_by_content(spec_gain, points),
             out["gain_by_content_csv"],

@@ -1,6 +1,7 @@
 """One point (a cell's run) judged against a latency goal: each objective's percentile with its
 distribution-free bounds and verdict, the attainment with its exact interval, the goodput, and
-the point's verdict. A pure function of the request records and the cell's metrics.json.
+the point's verdict. A pure function of the run's requests (their table,
+`loadgen.request_table`: each request's figures computed once) and the cell's metrics.json.
 
 Which requests count: the measured (not warm-up), completed ones, as for every figure of
 metrics.json. An errored or cut-off request is in no percentile and no attainment; `errors`
@@ -21,45 +22,39 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..loadgen.metrics import (
-    FROM_SCHEDULE,
-    FROM_SEND,
-    e2el_from_schedule_s,
-    latency_from,
-    tpot_s,
-    ttft_from_schedule_s,
-)
-from ..loadgen.records import ERROR, INCOMPLETE, OK, RequestRecord
+from ..loadgen.metrics import FROM_SCHEDULE, FROM_SEND
+from ..loadgen.records import ERROR, INCOMPLETE
+from ..loadgen.request_table import RequestFigures, RequestTable
 from ..verdicts.bounds import CONFIDENCE, PercentileBound, clopper_pearson, percentile_bound
 from ..verdicts.verdict import Verdict, attainment_verdict, combined, percentile_verdict
 from ..vocabulary import Status
 from .objectives import Objective, Slo
 
 
-def figure_ms(record: RequestRecord, figure: str, basis: str = FROM_SEND) -> float | None:
+def figure_ms(request: RequestFigures, figure: str, basis: str = FROM_SEND) -> float | None:
     """A request's ttft_ms / tpot_ms / e2el_ms, or None where it has none; TTFT and E2E from
     its scheduled time when `basis` is FROM_SCHEDULE."""
     scheduled = basis == FROM_SCHEDULE
     if figure == "ttft_ms":
-        seconds = ttft_from_schedule_s(record) if scheduled else record.ttft_s
+        seconds = request.ttft_from_schedule_s if scheduled else request.ttft_s
     elif figure == "tpot_ms":
-        seconds = tpot_s(record)
+        seconds = request.tpot_s
     elif figure == "e2el_ms":
-        seconds = e2el_from_schedule_s(record) if scheduled else record.e2e_s
+        seconds = request.e2el_from_schedule_s if scheduled else request.e2e_s
     else:
         raise ValueError(f"unknown latency figure {figure!r}")
     return None if seconds is None else seconds * 1000.0
 
 
-def meets_goal(record: RequestRecord, slo: Slo, basis: str = FROM_SEND) -> bool:
+def meets_goal(request: RequestFigures, slo: Slo, basis: str = FROM_SEND) -> bool:
     """Every objective's figure (TTFT and E2E from `basis`) within its limit; a missing TPOT
     (one token) meets it, a missing TTFT or E2E does not."""
     for objective in slo.objectives:
-        value = figure_ms(record, objective.figure, basis)
+        value = figure_ms(request, objective.figure, basis)
         if value is None:
             if objective.figure == "tpot_ms":
                 continue
@@ -123,18 +118,16 @@ class PointResult:
 
 def evaluate_point(
     slo: Slo,
-    records: Iterable[RequestRecord | Mapping[str, Any]],
+    requests: RequestTable,
     metrics: Mapping[str, Any],
     confidence: float = CONFIDENCE,
 ) -> PointResult:
-    """Judge one run: `records` as requests.jsonl holds them (RequestRecord or its dict),
-    `metrics` the cell's metrics.json (duration_s, req_per_s, decode_tok_s, started_at,
-    finished_at are read). The point passes when every objective and the attainment pass;
-    under open-loop arrivals TTFT and E2E run from each request's scheduled time."""
-    measured = [r if isinstance(r, RequestRecord) else RequestRecord.from_dict(r) for r in records]
-    measured = [r for r in measured if not r.warmup]
-    done = [r for r in measured if r.status == OK]
-    basis = latency_from(measured)
+    """Judge one run: `requests` its requests.jsonl's table, `metrics` the cell's metrics.json
+    (duration_s, req_per_s, decode_tok_s, started_at, finished_at are read). The point passes
+    when every objective and the attainment pass; under open-loop arrivals TTFT and E2E run
+    from each request's scheduled time."""
+    measured, done = requests.measured, requests.done
+    basis = requests.latency_from
     results = []
     for objective in slo.objectives:
         values = [v for r in done if (v := figure_ms(r, objective.figure, basis)) is not None]
@@ -191,12 +184,10 @@ def wall_s(metrics: Mapping[str, Any]) -> float | None:
     return float(sum(known)) if known else None
 
 
-def judge(
-    slo: Slo, metrics: Mapping[str, Any], records: Iterable[RequestRecord | Mapping[str, Any]]
-) -> PointResult | None:
+def judge(slo: Slo, metrics: Mapping[str, Any], requests: RequestTable) -> PointResult | None:
     """A cell judged against a goal: its point result when it ran (status done), None when it
     did not (a cell that did not run decides nothing). What `slo.json` and the tables' `slo`
     entry both hold."""
     if metrics.get("status") != Status.DONE:
         return None
-    return evaluate_point(slo, records, metrics)
+    return evaluate_point(slo, requests, metrics)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from ...loadgen.request_table import RequestTable
 from ...process.memory import understates_note
 from ...text import first_line
-from ...vocabulary import Cell, CellData, CellMetrics, Status
+from ...vocabulary import Cell, CellMetrics, Status
 from ..compact import NOT_RUN, peak_mem_gib
 from ..fidelity.card import CHANGED_NOTE, CardFidelity, fidelity_section
 from ..search.cells import slo_section, tail_note
@@ -99,17 +99,16 @@ def status_line(metrics: CellMetrics) -> str:
 
 
 def build_card(
-    cell: CellData,
+    cell: Cell,
     metrics: CellMetrics,
     plots: Sequence[tuple[str, str]] = (),
     results_dir: str = "results",
-    records: Sequence[Any] | None = None,
+    requests: RequestTable | None = None,
     fidelity: CardFidelity | None = None,
 ) -> Card:
-    """`cell` is the config's cell (or its dict, as the card rule's params carry it), `metrics`
-    its metrics.json; `plots` are (caption, path relative to the card); `records` (its
-    requests) add intervals; `fidelity` its outputs against the cell it is compared with."""
-    cell = Cell.of(cell)
+    """`cell` is the config's cell, `metrics` its metrics.json; `plots` are (caption, path
+    relative to the card); `requests` (its requests' table) add intervals; `fidelity` its
+    outputs against the cell it is compared with."""
     sections = [configuration_section(cell, metrics), measured_section(metrics, cell.reference)]
     if cell.has_drafter:
         sections.append(spec_section(metrics, cell.reference))
@@ -117,8 +116,8 @@ def build_card(
         sections.append(turns)
     if (goal := slo_section(metrics)) is not None:
         sections.append(goal)
-    if records and metrics.get("status") == Status.DONE:
-        sections.append(intervals_section(records))
+    if requests is not None and requests.rows and metrics.get("status") == Status.DONE:
+        sections.append(intervals_section(requests))
     if fidelity is not None:
         sections.append(fidelity_section(fidelity))
     if metrics.get("client") or metrics.get("interference"):

@@ -10,7 +10,8 @@ from typing import Any
 
 from ...atomic import write_text
 from ...loadgen.records import read_records
-from ...vocabulary import Cell, CellData
+from ...loadgen.request_table import RequestTable
+from ...vocabulary import Cell
 from ..fidelity.card import card_fidelity
 from ..report_html import data_uri
 from ..search.cells import slo_entry
@@ -42,7 +43,7 @@ CELL_PLOTS = [
 
 
 def write_card(
-    cell: CellData,
+    cell: Cell,
     metrics_path: str | Path,
     requests_path: str | Path,
     memory_path: str | Path,
@@ -57,11 +58,11 @@ def write_card(
     from ..plots import save_figure
     from ..plots_cell import latency_figure, memory_figure, read_memory
 
-    cell = Cell.of(cell)
     metrics = json.loads(Path(metrics_path).read_text())
     status = status_line(metrics)
     records = read_records(requests_path) if Path(requests_path).exists() else []
-    save_figure(latency_figure(records, cell.id, status), out["latency_plot"], svg=False)
+    requests = RequestTable.of(records)  # each request's figures, once for every section
+    save_figure(latency_figure(requests, cell.id, status), out["latency_plot"], svg=False)
     save_figure(
         memory_figure(read_memory(memory_path), cell.id, status), out["memory_plot"], svg=False
     )
@@ -71,7 +72,7 @@ def write_card(
     ]
     if goal:
         slo = next(iter(read_goals([goal]).values()))
-        metrics = {**metrics, "slo": slo_entry(slo, metrics, records)}
+        metrics = {**metrics, "slo": slo_entry(slo, metrics, requests)}
     compared = (
         card_fidelity(
             records,
@@ -90,7 +91,7 @@ def write_card(
         metrics,
         plots,
         results_dir=card_dir.parent.parent.as_posix(),
-        records=records,
+        requests=requests,
         fidelity=compared,
     )
     write_text(out["card_md"], render_markdown(card))

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ...loadgen.metrics import send_lag_note
+from ...loadgen.request_table import RequestTable
 from ...process.machine_use import attempts_note, client_note, interference_note
 from ...process.memory import understates_note
 from ...vocabulary import CellMetrics, Status
 from ..compact import completed_text, conversation_columns, peak_mem_gib
 from ..spec_gain import content_flag
 from ..stability import stability
-from ..stats import bootstrap_intervals
+from ..stats import bootstrap_intervals, request_arrays
 from .model import Section, fmt
 
 GIB = "GiB (2^30 bytes)"
@@ -293,16 +294,17 @@ INTERVAL_ROWS = [
 ]
 
 
-def intervals_section(records: Sequence[Any]) -> Section:
+def intervals_section(requests: RequestTable) -> Section:
     """This run's 95 % intervals (bootstrap over its requests) and its throughput over time:
     how far the figures depend on which requests the run held, and whether it was steady."""
-    intervals = bootstrap_intervals(records)
+    arrays = request_arrays(requests)
+    intervals = bootstrap_intervals(arrays)
     rows = []
     for label, key in INTERVAL_ROWS:
         found = intervals[key]
         text = "—" if found.lo is None else f"{found.value:.2f} [{found.lo:.2f}, {found.hi:.2f}]"
         rows.append((label, text))
-    steady = stability(records)
+    steady = stability(requests, arrays)
     if steady is None:
         rows.append(("Stability", "not assessed: fewer than 20 completed requests"))
     else:

@@ -9,7 +9,7 @@ from typing import Any
 from ...engines.command import request_fields, with_env
 from ...loadgen.command import client_argv
 from ...text import first_line
-from ...vocabulary import Cell, CellData, CellMetrics, Status
+from ...vocabulary import Cell, CellMetrics, Status
 from .model import Section, fmt
 
 # What the engine stamp says the server was: a pulled image (rolling tags drift, so its digest),
@@ -23,12 +23,11 @@ ENGINE_PROVENANCE = [
 ]
 
 
-def client_command(cell: CellData, metrics: CellMetrics, results_dir: str = "results") -> list[str]:
+def client_command(cell: Cell, metrics: CellMetrics, results_dir: str = "results") -> list[str]:
     """The standalone load generator's command line (`python -m workflow_scripts.loadgen`)
     for this cell's workload, against the server the cell ran (or its port, if none ran)."""
     if metrics.get("client_command"):
         return list(metrics["client_command"])
-    cell = Cell.of(cell)
     load = metrics.get("load") or {}
     return client_argv(
         cell.workload_spec,

@@ -19,7 +19,7 @@ from ...fidelity.kld_plan import kld_problem
 from ...fidelity.pairs import FLOOR, QUANT, FidelitySettings
 from ...fidelity.series import family_columns
 from ...verdicts.families import p_text, verdict_text
-from ...vocabulary import Cell
+from ...vocabulary import IDENTITY_COLUMNS, Cell, identity_columns
 from .compared import NOT_RECORDED, Compared, cell_runs, compared_pairs, not_recorded
 
 # A GGUF quant's llama-perplexity figures (fidelity/<model>__<quant>.json), by their names there.
@@ -36,11 +36,7 @@ FIDELITY_COLUMNS = [
     "cell",
     "reference_cell",
     "kind",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
+    *IDENTITY_COLUMNS,
     "prompts_compared",
     "unpaired",  # answered by both under one prompt and turn, sent as other texts: not compared
     "identical_pct",
@@ -124,11 +120,7 @@ def _row(
         "cell": item.pair.cell,
         "reference_cell": item.pair.reference_cell,
         "kind": item.pair.kind,
-        "model": cell.model,
-        "engine": cell.engine,
-        "quant": cell.quant,
-        "drafter": cell.drafter,
-        "workload": cell.workload,
+        **identity_columns(cell),
         "prompts_compared": shown.prompts_compared if shown else None,
         "unpaired": shown.unpaired if shown else None,
         "identical_pct": shown.identical_pct if shown else None,

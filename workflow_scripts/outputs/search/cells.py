@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...loadgen.metrics import FROM_SCHEDULE, FROM_SEND
+from ...loadgen.request_table import RequestTable
 from ...slo.objectives import Slo
 from ...slo.point import judge
 from ...verdicts.bounds import CONFIDENCE, min_samples_for_upper
-from ...vocabulary import Cell, CellData, Status
+from ...vocabulary import Cell, Status
 from .text import attainment_text, objective_text
 
 LATENCY_FROM_TEXT = {
@@ -29,10 +30,10 @@ SLO_COLUMNS = ["slo_verdict", "goodput_req_s", "attainment", "slo", "slo_detail"
 TAIL_PERCENTILES = (90, 99)
 
 
-def slo_entry(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> dict[str, Any]:
+def slo_entry(slo: Slo, metrics: Mapping[str, Any], requests: RequestTable) -> dict[str, Any]:
     """A cell's `slo` in the tables' metrics record: the goal as text and, for a cell that ran,
     its point result (`slo.point.judge`, as its `slo.json` holds it)."""
-    result = judge(slo, metrics, records)
+    result = judge(slo, metrics, requests)
     if result is None:
         return {"goal": slo.text, "verdict": None}
     return {
@@ -48,18 +49,20 @@ def slo_entry(slo: Slo, metrics: Mapping[str, Any], records: Sequence[Any]) -> d
 
 def with_slo(
     all_metrics: Sequence[dict[str, Any]],
-    cells: Sequence[CellData],
-    records: Mapping[str, Sequence[Any]],
+    cells: Sequence[Cell],
+    requests: Mapping[str, RequestTable],
     goals: Mapping[str, Slo],
 ) -> list[dict[str, Any]]:
-    """The metrics records, each of a cell whose workload has a goal with its `slo` added."""
-    by_id = {c.id: c for c in map(Cell.of, cells)}
+    """The metrics records, each of a cell whose workload has a goal with its `slo` added
+    (`requests`: each cell's requests' table, by id)."""
+    by_id = {c.id: c for c in cells}
     out = []
     for metrics in all_metrics:
         cell = by_id.get(metrics.get("cell"))
         slo = goals.get(cell.workload_name) if cell else None
         if slo is not None:
-            metrics = {**metrics, "slo": slo_entry(slo, metrics, records.get(cell.id, []))}
+            table = requests.get(cell.id) or RequestTable.of(())
+            metrics = {**metrics, "slo": slo_entry(slo, metrics, table)}
         out.append(metrics)
     return out
 

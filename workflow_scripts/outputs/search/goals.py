@@ -17,6 +17,7 @@ from typing import Any
 from ...atomic import canonical_json, write_text_if_changed
 from ...config.probes import Search
 from ...slo.objectives import Slo
+from ...vocabulary import identity_columns
 
 
 def goal_path(goals_dir: str | Path, workload: str) -> Path:
@@ -51,11 +52,8 @@ def search_record(search: Search) -> dict[str, Any]:
     cell = search.template
     return {
         "series": search.series,
-        "model": cell.model,
-        "engine": cell.engine,
-        "quant": cell.quant,
-        "drafter": cell.drafter,
-        "workload": search.workload,
+        **identity_columns(cell),
+        "workload": search.workload,  # the series' workload, not its template probe's
         "content": cell.workload_spec.dataset.content_label,
         "slo": search.slo.to_dict(),
         "search": search.settings.to_dict(),

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...atomic import write_json
 from ...cell.record import unparsable
+from ...loadgen.request_table import RequestTable
 from ...slo.objectives import Slo
 from ...slo.point import judge
 from ...verdicts.verdict import Verdict
@@ -22,10 +23,10 @@ from ..record_index import load_cell
 from .goals import read_goal
 
 
-def slo_record(slo: Slo, metrics: Mapping[str, Any], records: list[Any]) -> dict[str, Any]:
+def slo_record(slo: Slo, metrics: Mapping[str, Any], requests: RequestTable) -> dict[str, Any]:
     """A cell's `slo.json`: the goal it was judged under and, for a cell that ran, its point
     result (`verdict` at the top, None for a cell that did not run: it decides nothing)."""
-    result = judge(slo, metrics, records)
+    result = judge(slo, metrics, requests)
     return {
         "cell": metrics.get("cell"),
         "status": metrics.get("status"),
@@ -39,7 +40,7 @@ def judge_files(goal: str | Path, metrics: str | Path, requests: str | Path, out
     """A cell's judgement from its files, read by the tables' reader: a result its own requests
     contradict is judged as the failed cell it is (no verdict, the reason kept)."""
     cell_metrics, records = load_cell(metrics, requests)
-    data = slo_record(read_goal(goal), cell_metrics, records)
+    data = slo_record(read_goal(goal), cell_metrics, RequestTable.of(records))
     if cell_metrics.get("status") != Status.DONE:
         data["reason"] = cell_metrics.get("reason")
     write_json(out, data)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config.probes import Search, probe_key
+from ...loadgen.request_table import RequestTable
 from ...process.machine_use import disturbed
 from ...slo.objectives import Slo
 from ...slo.point import PointResult, evaluate_point
@@ -95,7 +96,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
     shaky: set[ProbeKey] = set()
     for key, (metrics, records) in measured_probes(search, spec, cells_dir).items():
         if metrics.get("status") == Status.DONE:
-            results[key] = evaluate_point(slo, records, metrics)
+            results[key] = evaluate_point(slo, RequestTable.of(records), metrics)
             if disturbed(metrics):
                 shaky.add(key)
         else:

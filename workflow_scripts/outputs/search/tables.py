@@ -19,7 +19,7 @@ from ...process.machine_use import disturbed_names, disturbed_note
 from ...slo.point import PointResult
 from ...slo.search import ProbeKey, SearchSettings, Step
 from ...verdicts.bounds import CONFIDENCE
-from ...vocabulary import NO_DRAFTER, RANDOM_TOKENS
+from ...vocabulary import IDENTITY_COLUMNS, NO_DRAFTER, RANDOM_TOKENS, identity_columns
 from ..spec_gain import RANDOM_TOKENS_FLAG
 from ..writers import to_markdown, write_table
 from .outcome import SearchOutcome
@@ -44,11 +44,7 @@ SLO_CSV_COLUMNS = [
     "probes_wall_s",
     "undecided",
     "non_monotone",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
+    *IDENTITY_COLUMNS,
     "latency_from",  # where TTFT and E2E ran from: schedule (open-loop arrivals) | send
     "rests_on_disturbed",  # the walked probes other work disturbed: the answer rests on them
 ]
@@ -69,11 +65,7 @@ SLO_MD_COLUMNS = [
 DRAFTER_GOAL_COLUMNS = [
     "drafter_series",
     "base_series",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
+    *IDENTITY_COLUMNS,
     "over",
     "slo",
     "base_largest_passing",
@@ -208,11 +200,7 @@ def slo_row(search: SearchOutcome) -> dict[str, Any]:
         "non_monotone": ", ".join(
             f"{load_label(spec, fail)}<{load_label(spec, ok)}" for ok, fail in plan.non_monotone
         ),
-        "model": search.model,
-        "engine": search.engine,
-        "quant": search.quant,
-        "drafter": search.drafter,
-        "workload": search.workload,
+        **identity_columns(search),
         "latency_from": latency_from_text(search),
         "rests_on_disturbed": ", ".join(shaky),
     }
@@ -288,11 +276,7 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
             {
                 "drafter_series": d.series,
                 "base_series": base.series if base else None,
-                "model": d.model,
-                "engine": d.engine,
-                "quant": d.quant,
-                "drafter": d.drafter,
-                "workload": d.workload,
+                **identity_columns(d),
                 "over": d.settings.over,
                 "slo": d.slo.text,
                 "base_largest_passing": base.plan.largest_passing if base else None,

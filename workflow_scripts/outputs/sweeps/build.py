@@ -9,7 +9,8 @@ import pandas as pd
 
 from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import RequestRecord
-from ...vocabulary import CellData, CellMetrics
+from ...loadgen.request_table import RequestTable
+from ...vocabulary import Cell, CellMetrics
 from .crossover import crossover_table
 from .frontier import pareto_table
 from .gain import spec_gain_sweep_table
@@ -26,7 +27,7 @@ class SweepTables:
 
 def sweep_tables(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData],
+    cells: Sequence[Cell],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     gpus: Mapping[str, int | None] | None = None,
     outputs: Mapping[str, str] | None = None,
@@ -36,6 +37,7 @@ def sweep_tables(
     finished repeat's records (repeats.collapse_repeats); `outputs`: each drafter point's
     outputs verdict, `series_outputs` each drafter series' outputs judged as a family
     (outputs.fidelity.compared.drafter_outputs)."""
-    sweeps = sweep_table(all_metrics, cells, records, gpus)
+    requests = {cell: RequestTable.of(runs) for cell, runs in (records or {}).items()}
+    sweeps = sweep_table(all_metrics, cells, requests, gpus)
     gains = spec_gain_sweep_table(all_metrics, cells, records, outputs, series_outputs)
     return SweepTables(sweeps, pareto_table(sweeps), gains, crossover_table(cells, gains))

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...process.machine_use import disturbed_note
 from ...verdicts.families import verdict_text
-from ...vocabulary import CellData, point_part
+from ...vocabulary import Cell, point_part
 from ..changes import FASTER, SLOWER
 from ..spec_gain import RANDOM_TOKENS_FLAG
 from .gain import frame_records, series_pairs
@@ -173,7 +173,7 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
     return out
 
 
-def crossover_table(cells: Sequence[CellData], spec_gain_sweep: pd.DataFrame) -> pd.DataFrame:
+def crossover_table(cells: Sequence[Cell], spec_gain_sweep: pd.DataFrame) -> pd.DataFrame:
     """spec_crossover.csv: one row per drafter series, those without a base series with the
     same points too (saying so)."""
     rows = []

@@ -14,7 +14,7 @@ from ...atomic import write_text
 from ...loadgen.metrics import SEND_LAG_LIMIT_PCT
 from ...loadgen.records import RequestRecord
 from ...verdicts.families import p_text
-from ...vocabulary import Cell, CellData, CellMetrics, Status
+from ...vocabulary import Cell, CellMetrics, Status
 from ..compact import is_missing, number_text, with_interval
 from ..fidelity.compared import drafter_outputs
 from ..record_index import read_index
@@ -245,14 +245,14 @@ def write_sweep_figures(tables: SweepTables, out: Mapping[str, str | Path]) -> N
 
 def write_sweeps(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData],
+    cells: Sequence[Cell],
     records: Mapping[str, Sequence[RequestRecord]],
     gpus: Mapping[str, int | None],
     out: Mapping[str, str | Path],
 ) -> SweepTables:
     """Every sweep output from the points' metrics and records, repeats folded in here (after
     the drafters' outputs are compared: the floor runs are folded away)."""
-    outputs = drafter_outputs([Cell.of(c) for c in cells], records, all_metrics)
+    outputs = drafter_outputs(cells, records, all_metrics)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
     tables = sweep_tables(all_metrics, cells, records, gpus, outputs.by_cell, outputs.by_series)
     write_sweep_tables(tables, out)
@@ -262,7 +262,7 @@ def write_sweeps(
 
 def write_sweep_outputs(
     records_index: str | Path,
-    cells: Sequence[CellData],
+    cells: Sequence[Cell],
     gpus: Mapping[str, int | None],
     out: Mapping[str, str | Path],
 ) -> SweepTables:

@@ -11,14 +11,10 @@ import pandas as pd
 
 from ...vocabulary import Status
 from ..compact import is_missing
+from .points import POINT_COLUMNS
 
 PARETO_COLUMNS = [
-    "cell",
-    "series",
-    "axis",
-    "concurrency",
-    "request_rate",
-    "point",
+    *POINT_COLUMNS,
     "interactivity_tok_s",
     "decode_tok_s",
     "stretch",

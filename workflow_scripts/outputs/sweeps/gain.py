@@ -17,7 +17,7 @@ from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import OK, RequestRecord
 from ...verdicts.bounds import wilson_interval
 from ...verdicts.families import LEVEL, holm
-from ...vocabulary import NO_DRAFTER, Cell, CellData, CellMetrics, Status, point_part, point_value
+from ...vocabulary import NO_DRAFTER, Cell, CellMetrics, Status, point_part, point_value
 from ..compact import REF_PREFIX, is_missing
 from ..spec_gain import spec_gain_table
 from ..stats import MIN_REPEATS, Z975, interval_from_repeats, ratio_interval, t975, t_two_sided_p
@@ -270,7 +270,7 @@ def reference_columns(drafter: Cell, base: Cell) -> dict[str, Any]:
 
 def spec_gain_sweep_table(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData],
+    cells: Sequence[Cell],
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     outputs: Mapping[str, str] | None = None,
     series_outputs: Mapping[str, SeriesVerdict] | None = None,

@@ -8,10 +8,19 @@ from typing import Any
 
 import pandas as pd
 
-from ...loadgen.records import RequestRecord
+from ...loadgen.request_table import RequestTable
 from ...process.machine_use import disturbed
-from ...vocabulary import Cell, CellData, CellMetrics, Status, point_part, point_value
+from ...vocabulary import (
+    IDENTITY_COLUMNS,
+    Cell,
+    CellMetrics,
+    Status,
+    identity_columns,
+    point_part,
+    point_value,
+)
 from ..compact import is_missing, summary_row
+from ..stats import arrays_of
 from ..tables import SCHEDULE_COLUMNS, figure_intervals, merge_with_cells, schedule_columns
 
 # sweeps.csv: the contract's columns first, then what a reader needs to trust them.
@@ -25,13 +34,10 @@ SWEEP_FIGURES = [
     "req_per_s",
     "decode_tok_s_per_gpu",
 ]
+# What names a point in every sweep table: its cell, its series, and its load on the series' axis.
+POINT_COLUMNS = ["cell", "series", "axis", "concurrency", "request_rate", "point"]
 SWEEP_COLUMNS = [
-    "cell",
-    "series",
-    "axis",
-    "concurrency",
-    "request_rate",
-    "point",
+    *POINT_COLUMNS,
     "status",
     *SWEEP_FIGURES,
     "completed",
@@ -42,11 +48,7 @@ SWEEP_COLUMNS = [
     "interval_n",
     "server_start",
     "server_start_position",
-    "model",
-    "engine",
-    "quant",
-    "drafter",
-    "workload",
+    *IDENTITY_COLUMNS,
     "reason",
     "disturbed",  # other work on the machine during the point's bench (machine_use.disturbed)
     # open-loop points: latency from each request's scheduled time, the send lag and its flag
@@ -64,10 +66,10 @@ MEASURED = [
 ]
 
 
-def sweep_points(cells: Sequence[CellData]) -> list[Cell]:
+def sweep_points(cells: Sequence[Cell]) -> list[Cell]:
     """The points of every series, each series together in the config's order, its points by
     load (a series' points may be listed in any order)."""
-    cells = [cell for cell in map(Cell.of, cells) if cell.sweep is not None]
+    cells = [cell for cell in cells if cell.sweep is not None]
     first = {}
     for i, cell in enumerate(cells):
         first.setdefault(cell.sweep.series, i)
@@ -102,7 +104,7 @@ def point_row(
         "gpus": gpus or None,
         "server_start": server.get("id"),
         "server_start_position": server.get("position"),
-        **{key: getattr(cell, key) for key in ("model", "engine", "quant", "drafter", "workload")},
+        **identity_columns(cell),
         "reason": row.get("reason") or "",
         "disturbed": disturbed(metrics),
     }
@@ -125,20 +127,22 @@ def point_row(
 
 def sweep_table(
     all_metrics: Sequence[CellMetrics],
-    cells: Sequence[CellData],
-    records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    cells: Sequence[Cell],
+    requests: Mapping[str, RequestTable] | None = None,
     gpus: Mapping[str, int | None] | None = None,
 ) -> pd.DataFrame:
     """sweeps.csv: one row per point of every series, failed, blocked and not-run points too.
-    `gpus`: each cell's `resources.gpu` (0 or absent: no per-GPU figure)."""
+    `requests`: each point's requests' table; `gpus`: each cell's `resources.gpu` (0 or
+    absent: no per-GPU figure)."""
     points = sweep_points(cells)
     ids = {cell.id for cell in points}
     metrics = [m for m in all_metrics if m["cell"] in ids]
     by_id = {m["cell"]: m for m in metrics}
-    records, gpus = records or {}, gpus or {}
+    requests, gpus = requests or {}, gpus or {}
     out = []
     for cell, merged in zip(points, merge_with_cells(metrics, points), strict=True):
-        row = {**summary_row(merged), **figure_intervals(merged, records.get(cell.id), MEASURED)}
+        arrays = arrays_of(requests.get(cell.id))
+        row = {**summary_row(merged), **figure_intervals(merged, arrays, MEASURED)}
         out.append(point_row(cell, row, by_id.get(cell.id, {}), gpus.get(cell.id)))
     frame = pd.DataFrame(out, columns=SWEEP_COLUMNS)
     for column in ("concurrency", "completed", "errors", "gpus", "interval_n"):
