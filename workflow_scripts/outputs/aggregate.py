@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..config.matrix import repeat_of
 from ..vocabulary import Cell
+from .energy.table import ENERGY_TITLE, energy_view, write_energy
 from .fidelity.compared import drafter_output_verdicts
 from .record_index import read_index
 from .repeats import collapse_repeats
@@ -31,24 +33,27 @@ def write_summary(
     cells: Sequence[Cell],
     goal_files: Sequence[str | Path],
     out: Mapping[str, str | Path],
+    prices: Mapping[str, Any] | None = None,
 ) -> None:
-    """The `aggregate` rule's outputs (paths in `out`: summary, index and spec gain as CSV,
-    Markdown and HTML) from the indexed records; `goal_files` the latency goals to judge the
-    cells by (none in a matrix without one)."""
+    """The `aggregate` rule's outputs (paths in `out`: summary, index, spec gain and energy as
+    CSV, Markdown and HTML) from the indexed records; `goal_files` the latency goals to judge
+    the cells by (none in a matrix without one); `prices` each cell's price (config `cost`)."""
     all_metrics, records = load_indexed(read_index(records_index))
     all_metrics = with_slo(all_metrics, cells, records, read_goals(goal_files))
     # before the floor runs are folded away
     outputs = drafter_output_verdicts(cells, records, all_metrics)
     summary, compact, spec_gain = write_tables(
-        all_metrics, cells, out, records=records, outputs=outputs
+        all_metrics, cells, out, records=records, outputs=outputs, prices=prices
     )
-    _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
+    folded, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
+    energy = write_energy(merge_with_cells(folded, cells), prices, out)
     write_tables_html(
         out["summary_html"],
         "Summary",
         [
             ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
             ("The columns a reader compares", compact, compact.attrs["intro"]),
+            (ENERGY_TITLE, energy_view(energy), energy.attrs["intro"]),
         ],
     )
     write_tables_html(

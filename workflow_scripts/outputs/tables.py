@@ -25,6 +25,8 @@ from .compact import (
     peak_mem_gib,
     summary_row,
 )
+from .energy.cost import COST_COLUMNS, cell_cost
+from .energy.view import ENERGY_COLUMNS
 from .labels import context_tokens, engine_label
 from .search.cells import SLO_COLUMNS, slo_columns
 from .stability import stability
@@ -135,6 +137,8 @@ LATER_COLUMNS = [
     *CONVERSATION_COLUMNS,  # a conversation cell's counts (metrics.json conversations, turns)
     *SCHEDULE_COLUMNS,  # open-loop loads: latency from the schedule, the send lag and its flag
     "slo_latency_from",  # where the goal's TTFT and E2E ran from (outputs.search.cells)
+    *ENERGY_COLUMNS,  # metrics.json `energy`: J per output token, or not measured and why
+    *COST_COLUMNS,  # dollars per million output tokens and its basis; empty without a price
 ]
 
 
@@ -319,11 +323,13 @@ def summary_rows(
     all_metrics: Sequence[CellMetrics],
     cells: Sequence[CellData] | None = None,
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
+    prices: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per cell; `cells` adds cells with no metrics and their references; the cells'
-    request `records` add each figure's interval."""
+    request `records` add each figure's interval; `prices` (by cell: config.energy) each
+    cell's dollars per million output tokens."""
     by_id = _cells_by_id(cells)
-    records = records or {}
+    records, prices = records or {}, prices or {}
     return [
         {
             **summary_row(metrics, _reference(by_id.get(metrics["cell"]))),
@@ -332,6 +338,7 @@ def summary_rows(
             **memory_columns(metrics),
             **slo_columns(metrics),
             **schedule_columns(metrics),
+            **cell_cost(metrics, prices.get(metrics["cell"])).columns(),
         }
         for metrics in merge_with_cells(all_metrics, cells)
     ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
 from ...fidelity.series import SeriesVerdict
 from ...loadgen.records import RequestRecord
 from ...vocabulary import CellData, CellMetrics
+from ..energy.frontier import energy_frontier_table
 from .crossover import crossover_table
 from .frontier import pareto_table
 from .gain import spec_gain_sweep_table
@@ -22,6 +24,7 @@ class SweepTables:
     pareto: pd.DataFrame
     spec_gain_sweep: pd.DataFrame
     spec_crossover: pd.DataFrame
+    energy_frontier: pd.DataFrame  # output tokens per joule against interactivity
 
 
 def sweep_tables(
@@ -31,11 +34,18 @@ def sweep_tables(
     gpus: Mapping[str, int | None] | None = None,
     outputs: Mapping[str, str] | None = None,
     series_outputs: Mapping[str, SeriesVerdict] | None = None,
+    prices: Mapping[str, Any] | None = None,
 ) -> SweepTables:
     """Every sweep table from the collapsed metrics, the config's repeat-1 cells and the first
     finished repeat's records (repeats.collapse_repeats); `outputs`: each drafter point's
     outputs verdict, `series_outputs` each drafter series' outputs judged as a family
-    (outputs.fidelity.compared.drafter_outputs)."""
-    sweeps = sweep_table(all_metrics, cells, records, gpus)
+    (outputs.fidelity.compared.drafter_outputs); `prices` each point's price (config `cost`)."""
+    sweeps = sweep_table(all_metrics, cells, records, gpus, prices)
     gains = spec_gain_sweep_table(all_metrics, cells, records, outputs, series_outputs)
-    return SweepTables(sweeps, pareto_table(sweeps), gains, crossover_table(cells, gains))
+    return SweepTables(
+        sweeps,
+        pareto_table(sweeps),
+        gains,
+        crossover_table(cells, gains),
+        energy_frontier_table(sweeps),
+    )
