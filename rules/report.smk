@@ -59,6 +59,9 @@ rule aggregate:
         machine=1,
     params:
         cells=JOBS.all_cells_settings,
+        # each cell's price (config `cost`): out of every cell's settings, so a price edit
+        # redoes the tables and reruns no cell
+        prices=GRAPH.cell_prices(),
     script:
         "../workflow_scripts/entry/aggregate.py"
 
@@ -97,6 +100,7 @@ rule sweeps:
     params:
         cells=JOBS.all_cells_settings,
         gpus=JOBS.sweep_gpus,
+        prices=GRAPH.cell_prices(),
     script:
         "../workflow_scripts/entry/sweeps.py"
 

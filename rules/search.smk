@@ -34,5 +34,6 @@ rule slo_tables:
         machine=1,
     params:
         cells_dir=GRAPH.cells_dir,
+        prices=GRAPH.cell_prices(),
     script:
         "../workflow_scripts/entry/slo_tables.py"

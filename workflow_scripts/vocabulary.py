@@ -176,6 +176,8 @@ class MemorySettings:
 # before a cell is made.
 ENERGY_NVML, ENERGY_RAPL, ENERGY_NONE = "nvml", "rapl", "none"
 ENERGY_AUTO = "auto"
+# What a cell's `energy` says of itself (energy/record.py): read, or not, with the reason.
+ENERGY_MEASURED, ENERGY_NOT_MEASURED = "measured", "not measured"
 
 
 @dataclass(frozen=True)

@@ -478,6 +478,7 @@ def test_the_front_page_answers_where_the_drafter_stops_paying_with_its_figures(
     summary = [f"results/summary/{name}" for name in labels.sweep_outputs(base + draft)]
     shown = labels.front_page_files(summary)
     assert sorted(Path(p).name for p in shown) == [
+        "energy_frontier.png",  # shown under "What a token costs" where energy was measured
         "pareto.png",
         "spec_crossover.csv",
         "spec_gain_sweep.png",

@@ -15,13 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..vocabulary import ENERGY_MEASURED as MEASURED
+from ..vocabulary import ENERGY_NOT_MEASURED as NOT_MEASURED
 from .interval import SliceInterval
 from .samples import CrossCheck
 from .source import NONE, RAPL
 from .windows import Window
-
-MEASURED = "measured"
-NOT_MEASURED = "not measured"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -1,4 +1,5 @@
-"""Rule `sweeps`: the sweep tables (sweeps, pareto, spec_gain_sweep, spec_crossover) and figures."""
+"""Rule `sweeps`: the sweep tables (sweeps, pareto, spec_gain_sweep, spec_crossover,
+energy_frontier) and figures."""
 
 import json
 
@@ -13,4 +14,5 @@ with stderr_to_log(sm.log[0]):
         cells_from_params(sm.params.cells),
         json.loads(sm.params.gpus),  # each point's: the cells this rule reads
         sm.output,
+        json.loads(sm.params.prices),  # each cell's price (config `cost`), or null
     )

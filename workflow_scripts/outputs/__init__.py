@@ -10,6 +10,10 @@ page (`front_page`); the table a run ends with (`run_end`, `compact`); a cell's 
 folded into one row (`repeats`); latency goals and their search (`search/`: the goal files,
 the probes' judgements and the walk, without pandas; the goal tables, the figure, each cell's
 goal columns); output fidelity (`fidelity/`: each pair judged once, the table, the
-speed-fidelity frontier, its figure, the card's section, the rule's work); conversations' TTFT
+speed-fidelity frontier, its figure, the card's section, the rule's work); what a token costs
+(`energy/`: each cell's energy as the tables read it, dollars per million tokens, the drafter's
+energy change and where it stops saving, the energy table, the tokens-per-joule frontier and
+its figure, the goal tables' figures at the answer, the card's section, the front page's
+answer); conversations' TTFT
 and prefix-cache hit by turn (`conversations`). What the Snakefile needs while it is parsed is
 in `labels`, which imports neither pandas nor matplotlib."""

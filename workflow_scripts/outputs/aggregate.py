@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..config.matrix import repeat_of
 from ..loadgen.request_table import request_tables
 from ..vocabulary import Cell
+from .energy.table import ENERGY_TITLE, energy_view, write_energy
 from .fidelity.compared import drafter_output_verdicts
 from .record_index import read_index
 from .repeats import collapse_repeats, first_runs
@@ -32,25 +34,28 @@ def write_summary(
     cells: Sequence[Cell],
     goal_files: Sequence[str | Path],
     out: Mapping[str, str | Path],
+    prices: Mapping[str, Any] | None = None,
 ) -> None:
-    """The `aggregate` rule's outputs (paths in `out`: summary, index and spec gain as CSV,
-    Markdown and HTML) from the indexed records; `goal_files` the latency goals to judge the
-    cells by (none in a matrix without one)."""
+    """The `aggregate` rule's outputs (paths in `out`: summary, index, spec gain and energy as
+    CSV, Markdown and HTML) from the indexed records; `goal_files` the latency goals to judge
+    the cells by (none in a matrix without one); `prices` each cell's price (config `cost`)."""
     all_metrics, records = load_indexed(read_index(records_index))
     requests = request_tables(records)  # each run's figures, once for its goal and intervals
     all_metrics = with_slo(all_metrics, cells, requests, read_goals(goal_files))
     # before the floor runs are folded away
     outputs = drafter_output_verdicts(cells, records, all_metrics)
     summary, compact, spec_gain = write_tables(
-        all_metrics, cells, out, records=records, outputs=outputs, requests=requests
+        all_metrics, cells, out, records=records, outputs=outputs, requests=requests, prices=prices
     )
-    _, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
+    folded, cells, _ = collapse_repeats(all_metrics, cells)  # the index: one line per cell
+    energy = write_energy(merge_with_cells(folded, cells), prices, out)
     write_tables_html(
         out["summary_html"],
         "Summary",
         [
             ("Index: one line per cell", index_table(summary, cells), INDEX_INTRO),
             ("The columns a reader compares", compact, compact.attrs["intro"]),
+            (ENERGY_TITLE, energy_view(energy), energy.attrs["intro"]),
         ],
     )
     write_tables_html(

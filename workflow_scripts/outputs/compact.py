@@ -11,6 +11,7 @@ from typing import Any
 
 from ..text import first_line
 from ..vocabulary import Status, identity_columns
+from .energy.view import energy_columns
 
 NOT_RUN = "not run"
 REF_PREFIX = "ref_"
@@ -84,6 +85,7 @@ def summary_row(
         "reason": first_line(metrics.get("reason")),
         "build_variant": (metrics.get("engine_info") or {}).get("variant"),
         **conversation_columns(metrics),
+        **energy_columns(metrics),  # metrics.json `energy` (outputs/energy/view.py)
     }
     for key, value in (reference or {}).items():
         row[REF_PREFIX + key] = value
@@ -180,6 +182,9 @@ COMPACT_COLUMNS = [
         "acceptance_length",
         ("acceptance_length", "mean_acceptance_length"),
     ),
+    # energy per output token over the bench, and dollars per million where a price is given
+    Column("j_per_output_token", "j_per_output_token", digits=4, optional=True),
+    Column("usd_per_m_output_tokens", "usd_per_m_output_tokens", digits=4, optional=True),
     Column("reason", "reason"),
 ]
 

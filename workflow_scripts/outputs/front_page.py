@@ -1,5 +1,6 @@
 """The report's front page (the `overview` rule, included by report/workflow.rst): the index,
-then what a matrix's sweeps, searches, fidelity pairs and workloads answer (where a drafter
+then what a token costs (outputs/energy/front.py: one line where energy was not measured), then
+what a matrix's sweeps, searches, fidelity pairs and workloads answer (where a drafter
 stops paying and whether it changes the outputs, the largest load within a latency goal, the
 fastest quant within a fidelity goal, the drafter's gain by content, TTFT by conversation
 turn) with their figures, then every summary figure, embedded."""
@@ -15,6 +16,7 @@ import pandas as pd
 from ..atomic import write_text
 from ..vocabulary import SERVING_COLUMNS
 from .conversations import BY_TURN_INTRO, BY_TURN_TITLE
+from .energy.front import token_cost_html
 from .fidelity.frontier import FRONTIER_INTRO, FRONTIER_TITLE
 from .labels import FRONT_PAGE_ANSWERS
 from .report_html import STYLE, esc, figure_html, html_table
@@ -33,6 +35,7 @@ FIGURE_TITLES = {
     "spec_gain_sweep": "The drafter's gain across load",
     "slo_search": "Latency goal: each probe of each search",
     "fidelity": "Speed against fidelity: the frontier",
+    "energy_frontier": "Output tokens per joule against interactivity: the frontier",
 }
 
 SLO_TITLE = "The largest load within the latency goal"
@@ -64,10 +67,19 @@ ANSWER_TABLES = {
         "Load sweeps",
         CROSSOVER_TITLE,
         CROSSOVER_INTRO,
-        ("series", "axis", "last_faster", "first_not_faster", "summary", "outputs"),
+        (
+            "series",
+            "axis",
+            "last_faster",
+            "first_not_faster",
+            "summary",
+            "energy_summary",
+            "outputs",
+        ),
         ("last_faster", "first_not_faster"),
         figures_of_rows=("spec_gain_sweep",),
-        shown_when_filled=("outputs",),  # a matrix that compares the drafter's outputs
+        # a matrix that measured the points' energy; one that compares the drafter's outputs
+        shown_when_filled=("energy_summary", "outputs"),
     ),
     "slo": AnswerTable(
         "Latency goal",
@@ -80,11 +92,14 @@ ANSWER_TABLES = {
             "largest_passing",
             "smallest_failing",
             "goodput_decode_tok_s",
+            "j_per_output_token",
+            "usd_per_m_output_tokens",
             "rests_on_disturbed",
         ),
         ("largest_passing", "smallest_failing"),
-        numbers=("goodput_decode_tok_s",),
-        shown_when_filled=("rests_on_disturbed",),  # a probe other work disturbed
+        numbers=("goodput_decode_tok_s", "j_per_output_token", "usd_per_m_output_tokens"),
+        # energy measured at the answer, a price given; a probe other work disturbed
+        shown_when_filled=("j_per_output_token", "usd_per_m_output_tokens", "rests_on_disturbed"),
     ),
     "gain_by_content": AnswerTable(
         "The drafter by content",
@@ -158,6 +173,10 @@ def answers_html(answers: Sequence[str]) -> list[str]:
     parts = []
     for stem, figure_stems in FRONT_PAGE_ANSWERS.items():
         if f"{stem}.csv" not in by_name:
+            continue
+        if stem == "energy":  # what a token costs: its own shape (outputs/energy/front.py)
+            figure = by_name.get(f"{figure_stems[0]}.png")
+            parts += token_cost_html(by_name[f"{stem}.csv"], figure)
             continue
         table = ANSWER_TABLES[stem]
         frame = answer_rows(stem, by_name[f"{stem}.csv"])

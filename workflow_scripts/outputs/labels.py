@@ -100,7 +100,7 @@ def cell_files(*names: str) -> tuple[RuleFile, ...]:
     return tuple(RuleFile(name.split(".")[0], f"cells/{{cell}}/{name}") for name in names)
 
 
-SWEEP_TABLES = ["sweeps", "pareto", "spec_gain_sweep", "spec_crossover"]
+SWEEP_TABLES = ["sweeps", "pareto", "spec_gain_sweep", "spec_crossover", "energy_frontier"]
 
 # Every file each rule writes under results_dir, in the order the rule lists them (the series'
 # server record is a service output: workflow_scripts.cell.series.record_path).
@@ -124,7 +124,7 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
     ),
     "records": (RuleFile("records", "cells/records.json"),),
     "aggregate": (
-        *tables("summary", "index", "spec_gain", "by_turn", "gain_by_content"),
+        *tables("summary", "index", "spec_gain", "by_turn", "gain_by_content", "energy"),
         page("summary", "summary", "Summary"),
         page("spec_gain", "spec_gain_table", "Speculative decoding"),
     ),
@@ -138,6 +138,7 @@ RULE_FILES: dict[str, tuple[RuleFile, ...]] = {
         *figure("pareto_plot", "pareto", "Sweeps"),
         *figure("latency_plot", "sweep_latency", "Sweeps"),
         *figure("spec_gain_plot", "spec_gain_sweep", "Sweeps"),
+        *figure("energy_frontier_plot", "energy_frontier", "Sweeps"),
     ),
     "summary_plots": (
         *figure("decode_plot", "decode_tok_s", "Summary"),
@@ -194,12 +195,14 @@ def optional_summary_figures(cells: Sequence[Cell]) -> list[str]:
     return [PurePosixPath(RULE_FILES[rule][0].path).stem for rule in optional_figure_rules(cells)]
 
 
-# The front page's answers beside the index (the overview rule): where a drafter stops paying
+# The front page's answers beside the index (the overview rule): what a token costs (every
+# matrix: one line where nothing was measured), where a drafter stops paying
 # (a matrix with sweeps), the largest load within a latency goal (one with searches), the
 # fastest quant within a fidelity goal (one with compared quants), the drafter's gain by what
 # it drafts (drafter cells on two kinds of content) and TTFT by conversation turn (one with
 # conversations), each a table under summary/ and the figures shown below it.
 FRONT_PAGE_ANSWERS = {
+    "energy": ("energy_frontier",),  # what a token costs (outputs/energy/front.py)
     "spec_crossover": ("pareto", "spec_gain_sweep"),
     "slo": ("slo_search",),
     "fidelity_frontier": ("fidelity",),

@@ -15,6 +15,7 @@ from ..fidelity.pairs import floor_of
 from ..process.machine_use import CLIENT_LIMITED, DISTURBED, FLAGGED_IN_RUN
 from ..vocabulary import Cell, Status
 from .compact import peak_mem_gib
+from .energy.view import combined_energy, repeat_energy_figures
 
 RATES = ("prefill_tok_s", "decode_tok_s", "req_per_s", "duration_s")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
@@ -47,6 +48,7 @@ def repeat_figures(metrics: Mapping[str, Any]) -> dict[str, float | None]:
         "peak_mem_gib": peak_mem_gib(mem),
         "acceptance_rate": spec.get("acceptance_rate"),
         "acceptance_length": spec.get("mean_acceptance_length"),
+        **repeat_energy_figures(metrics),  # J per output token: its interval across repeats
     }
 
 
@@ -106,6 +108,8 @@ def combine(base_cell: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     if out.get("spec"):
         for key in ("acceptance_rate", "mean_acceptance_length"):
             out["spec"][key] = _mean([(m.get("spec") or {}).get(key) for m in done])
+    if (energy := combined_energy(done)) is not None:  # per-token figures: the repeats' mean
+        out["energy"] = energy
     return out
 
 

@@ -1,5 +1,6 @@
 """What the terminal shows when a run ends: a line per cell and per probe of a search (status,
-decode tok/s, TTFT, why it did not finish) under a header per model and engine, how many of them
+decode tok/s, TTFT, J per output token where energy was measured, why it did not finish) under a
+header per model and engine, why energy was not measured where it was not, how many of them
 failed, and where the report is. Every line fits the terminal, 80 columns at most. A result its
 own requests contradict shows as failed with the reason, as in the tables
 (`record_index.checked`). The Snakefile's onsuccess and onerror handlers call `print_run_end`.
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 from ..terminal import terminal_width
 from ..vocabulary import Status
 from .compact import NOT_RUN, compact_view, number_text, summary_row
+from .energy.view import not_measured_lines
 from .record_index import checked, read_cell_records
 
 WIDTH = 80  # CI's log, and the most a table takes in a wider terminal
@@ -49,6 +51,8 @@ TERMINAL_COLUMNS: tuple[TerminalColumn, ...] = (
 )
 # Where the run compared outputs (summary/fidelity.csv): the verdict against the reference.
 OUTPUTS_COLUMN = TerminalColumn("outputs", "outputs")
+# Where some cell's energy was measured (metrics.json `energy`): joules per output token.
+ENERGY_COLUMN = TerminalColumn("J/out tok", "j_per_output_token", numeric=True)
 
 
 def outcome_line(statuses: Sequence[str]) -> str:
@@ -147,12 +151,27 @@ def run_end_text(
     columns: Sequence[TerminalColumn] = TERMINAL_COLUMNS,
     width: int = WIDTH,
 ) -> str:
-    """Summary rows -> the lines a run ends with, each within `width`: the table, then the
-    outcome and the report's path."""
+    """Summary rows -> the lines a run ends with, each within `width`: the table (J per output
+    token where some cell's energy was measured), why energy was not measured where it was
+    not (once when every cell says the same), then the outcome and the report's path."""
     _, view = compact_view(rows)
+    if any(row.get(ENERGY_COLUMN.key) is not None for row in rows):
+        columns = (*columns, ENERGY_COLUMN)
     table = table_lines(rows, view, columns, width)
+    energy = [
+        wrapped
+        for line in not_measured_lines(rows)
+        for wrapped in textwrap.wrap(
+            line,
+            width,
+            subsequent_indent=REASON_INDENT,
+            max_lines=REASON_LINES,
+            placeholder=ELLIPSIS,
+        )
+    ]
     where = f"Report: {report}" if report_exists else f"Report: {report} (not written yet)"
-    return "\n".join(["", *table, outcome_line([row["status"] for row in view]), where]) + "\n"
+    outcome = outcome_line([row["status"] for row in view])
+    return "\n".join(["", *table, *energy, outcome, where]) + "\n"
 
 
 def read_rows(results_dir: str | Path, cell_ids: Iterable[str]) -> list[dict[str, Any]]:

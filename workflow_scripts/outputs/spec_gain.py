@@ -20,6 +20,7 @@ from .compact import (
     is_missing,
     median_of,
 )
+from .energy.change import ENERGY_CHANGE_COLUMNS, energy_change, energy_families
 from .stats import MIN_REPEATS
 
 
@@ -72,6 +73,9 @@ SPEC_GAIN_COLUMNS = [
     "p_adjusted",
     "verdict_unadjusted",
     "family",
+    # appended: the drafter's energy change per output token, its interval, test, verdict and
+    # family (outputs.energy.change)
+    *ENERGY_CHANGE_COLUMNS,
 ]
 OUTPUTS_CHANGED_FLAG = (
     "outputs changed: the drafter's greedy outputs differ from its base's beyond the noise "
@@ -250,10 +254,12 @@ def spec_gain_table(
                 "disturbed": bool(disturbed),
                 "outputs": outputs.get(m["cell"]),
                 "content": m.get("content"),
+                **energy_change(base, m).columns(),
             }
         )
         series.append(m.get("series"))
     gain_families(rows, series)
+    energy_families(rows, series)
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
 
 

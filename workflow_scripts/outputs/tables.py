@@ -25,6 +25,8 @@ from .compact import (
     peak_mem_gib,
     summary_row,
 )
+from .energy.cost import COST_COLUMNS, cell_cost
+from .energy.view import ENERGY_COLUMNS
 from .labels import context_tokens, engine_label
 from .search.cells import SLO_COLUMNS, slo_columns
 from .stability import Stability, stability
@@ -139,6 +141,8 @@ LATER_COLUMNS = [
     *CONVERSATION_COLUMNS,  # a conversation cell's counts (metrics.json conversations, turns)
     *SCHEDULE_COLUMNS,  # open-loop loads: latency from the schedule, the send lag and its flag
     "slo_latency_from",  # where the goal's TTFT and E2E ran from (outputs.search.cells)
+    *ENERGY_COLUMNS,  # metrics.json `energy`: J per output token, or not measured and why
+    *COST_COLUMNS,  # dollars per million output tokens and its basis; empty without a price
 ]
 
 
@@ -322,11 +326,13 @@ def summary_rows(
     all_metrics: Sequence[CellMetrics],
     cells: Sequence[Cell] | None = None,
     requests: Mapping[str, RequestTable] | None = None,
+    prices: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per cell; `cells` adds cells with no metrics and their references; the cells'
-    `requests` (each one's table, by id) add each figure's interval."""
+    `requests` (each one's table, by id) add each figure's interval; `prices` (by cell: config
+    `cost`) each cell's dollars per million output tokens."""
     by_id = _cells_by_id(cells)
-    requests = requests or {}
+    requests, prices = requests or {}, prices or {}
     return [
         {
             **summary_row(metrics, _reference(by_id.get(metrics["cell"]))),
@@ -335,6 +341,7 @@ def summary_rows(
             **memory_columns(metrics),
             **slo_columns(metrics),
             **schedule_columns(metrics),
+            **cell_cost(metrics, prices.get(metrics["cell"])).columns(),
         }
         for metrics in merge_with_cells(all_metrics, cells)
     ]

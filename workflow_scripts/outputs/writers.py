@@ -12,13 +12,14 @@ import pandas as pd
 from ..atomic import write_text
 from ..loadgen.records import RequestRecord
 from ..loadgen.request_table import RequestTable, request_tables
-from ..vocabulary import Cell, CellMetrics
+from ..vocabulary import ENERGY_MEASURED, Cell, CellMetrics
 from .compact import (
     compact_view,
     is_missing,
     number_text,
 )
 from .conversations import BY_TURN_INTRO, BY_TURN_TITLE, by_turn_table
+from .energy.view import not_measured_lines
 from .record_index import CellFiles, load_cell, read_cell_records, read_metrics
 from .repeats import collapse_repeats, first_runs
 from .spec_gain import (
@@ -84,6 +85,19 @@ INTERVAL_INTRO = (
 )
 
 
+ENERGY_INTRO = (
+    "j_per_output_token: the joules the devices serving the cell drew over its bench window "
+    "(gross: the idle draw included) ÷ its output tokens, from their own counters; energy.md "
+    "has how each was read and what it covers (a GPU's board energy is a lower bound on the "
+    "machine's)."
+)
+COST_INTRO = (
+    "usd_per_m_output_tokens: dollars per million output tokens at the config's price "
+    "(`cost`), on the basis summary.csv's cost_basis names: the machine's hour over the bench's "
+    "output tok/s (usd_per_hour) or the energy's kWh over its J/output token (usd_per_kwh)."
+)
+
+
 # A row's flag notes and the heading the summary lists the flagged cells under.
 FLAG_NOTES = [
     ("stability_note", "Throughput not steady within the run"),
@@ -100,7 +114,8 @@ def summary_intro(
     """The summary's intro, plus a line per cell whose acceptance figures the time cap put out
     of step with the completed requests (their `spec.cap_note`), and for each flag of
     FLAG_NOTES a line per cell its row carries a note for (throughput drift, a busy client,
-    other work on the machine)."""
+    other work on the machine); what the energy and dollar columns are where they show, and why
+    energy was not measured where it was not."""
     flagged = [
         f"- `{m['cell']}`: {(m.get('spec') or {})['cap_note']}"
         for m in all_metrics
@@ -109,12 +124,18 @@ def summary_intro(
     intro = SUMMARY_INTRO
     if any(r.get("interval_source") for r in rows):
         intro += " " + INTERVAL_INTRO
+    if any(r.get("energy_status") == ENERGY_MEASURED for r in rows):
+        intro += " " + ENERGY_INTRO
+    if any(r.get("cost_basis") for r in rows):
+        intro += " " + COST_INTRO
     if flagged:
         intro += "\n\nAcceptance figures to read with care:\n\n" + "\n".join(flagged)
     for key, heading in FLAG_NOTES:
         lines = [f"- `{r['cell']}`: {r[key]}" for r in rows if r.get(key)]
         if lines:
             intro += f"\n\n{heading}:\n\n" + "\n".join(lines)
+    if energy := not_measured_lines(rows):  # why no J per output token (energy.md has the rest)
+        intro += "\n\n" + "\n".join(f"- {line[0].upper()}{line[1:]}" for line in energy)
     return intro
 
 
@@ -133,19 +154,20 @@ def write_tables(
     records: Mapping[str, Sequence[RequestRecord]] | None = None,
     outputs: Mapping[str, str] | None = None,
     requests: Mapping[str, RequestTable] | None = None,
+    prices: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """summary.{csv,md}, index.{csv,md}, spec_gain.{csv,md} and, where `out` names them,
     by_turn.{csv,md} (conversations) and gain_by_content.{csv,md} to the paths in `out`;
     index.md links each cell's card through `card_links` (None: no cards to link).
     summary.csv holds every column, summary.md the compact view; a cell's repeats make one
     row; `outputs` holds each drafter cell's outputs verdict; `requests` each run's table of
-    its `records` (made here when not given). Returns the summary, compact and spec-gain
-    tables."""
+    its `records` (made here when not given); `prices` each cell's price (its dollar
+    columns). Returns the summary, compact and spec-gain tables."""
     records = records or {}
     requests = request_tables(records) if requests is None else requests
     requests = first_runs(all_metrics, requests)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
-    rows = summary_rows(all_metrics, cells, requests)  # one bootstrap per cell, for both views
+    rows = summary_rows(all_metrics, cells, requests, prices)  # one bootstrap per cell, both views
     summary = summary_frame(rows, cells)
     headers, compact_rows = compact_view(rows)
     compact = pd.DataFrame(compact_rows, columns=headers)

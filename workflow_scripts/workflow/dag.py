@@ -301,7 +301,7 @@ class Dag:
         """The sweep, search, fidelity and content outputs the report's front page shows beside
         the index."""
         summaries = [*self.sweep_outputs(), *self.search_outputs(), *self.fidelity_outputs()]
-        tables = content_answers(list(self.cells.values()))
+        tables = ["energy", *content_answers(list(self.cells.values()))]  # energy: every matrix
         summaries += [self.path("aggregate", f"{table}_csv") for table in tables]
         return front_page_files(summaries)
 

@@ -9,6 +9,7 @@ from ...process.memory import understates_note
 from ...text import first_line
 from ...vocabulary import Cell, CellMetrics, Status
 from ..compact import NOT_RUN, peak_mem_gib
+from ..energy.card import energy_section
 from ..fidelity.card import CHANGED_NOTE, CardFidelity, fidelity_section
 from ..search.cells import slo_section, tail_note
 from .configuration import configuration_section, tags
@@ -116,6 +117,8 @@ def build_card(
         sections.append(turns)
     if (goal := slo_section(metrics)) is not None:
         sections.append(goal)
+    if (energy := energy_section(metrics)) is not None:
+        sections.append(energy)
     if requests is not None and requests.rows and metrics.get("status") == Status.DONE:
         sections.append(intervals_section(requests))
     if fidelity is not None:

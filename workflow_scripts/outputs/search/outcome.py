@@ -78,11 +78,17 @@ class SearchOutcome:
     failed: Mapping[ProbeKey, str] = field(default_factory=dict)
     content: str | None = None  # what its prompts are (DatasetSettings.content_label)
     disturbed: frozenset[ProbeKey] = frozenset()  # probes other work disturbed (machine_use)
+    energy: Mapping[ProbeKey, Mapping[str, Any]] = field(default_factory=dict)  # its `energy`
 
     def at(self, load: Any) -> PointResult | None:
         """The result the walk last measured at `load` (its last extension)."""
         steps = [s for s in self.plan.steps if s.load == load]
         return self.results.get(steps[-1].key) if steps else None
+
+    def energy_at(self, load: Any) -> Mapping[str, Any] | None:
+        """The metrics.json `energy` of the probe `at` reads (None: none, or none recorded)."""
+        steps = [s for s in self.plan.steps if s.load == load]
+        return self.energy.get(steps[-1].key) if steps else None
 
 
 def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOutcome:
@@ -94,11 +100,14 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
     results: dict[ProbeKey, PointResult] = {}
     failed: dict[ProbeKey, str] = {}
     shaky: set[ProbeKey] = set()
+    energy: dict[ProbeKey, Mapping[str, Any]] = {}
     for key, (metrics, records) in measured_probes(search, spec, cells_dir).items():
         if metrics.get("status") == Status.DONE:
             results[key] = evaluate_point(slo, RequestTable.of(records), metrics)
             if disturbed(metrics):
                 shaky.add(key)
+            if isinstance(metrics.get("energy"), Mapping):
+                energy[key] = metrics["energy"]
         else:
             failed[key] = metrics.get("reason") or str(metrics.get("status"))
     plan: Plan = next_probe(spec, {key: r.verdict for key, r in results.items()})
@@ -116,6 +125,7 @@ def search_outcome(search: Mapping[str, Any], cells_dir: str | Path) -> SearchOu
         failed=failed,
         content=search.get("content"),
         disturbed=frozenset(shaky),
+        energy=energy,
     )
 
 

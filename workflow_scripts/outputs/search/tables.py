@@ -20,6 +20,12 @@ from ...slo.point import PointResult
 from ...slo.search import ProbeKey, SearchSettings, Step
 from ...verdicts.bounds import CONFIDENCE
 from ...vocabulary import IDENTITY_COLUMNS, NO_DRAFTER, RANDOM_TOKENS, identity_columns
+from ..energy.goal import (
+    DRAFTER_GOAL_ENERGY_COLUMNS,
+    SLO_ENERGY_COLUMNS,
+    answer_columns,
+    drafter_goal_columns,
+)
 from ..spec_gain import RANDOM_TOKENS_FLAG
 from ..writers import to_markdown, write_table
 from .outcome import SearchOutcome
@@ -47,6 +53,8 @@ SLO_CSV_COLUMNS = [
     *IDENTITY_COLUMNS,
     "latency_from",  # where TTFT and E2E ran from: schedule (open-loop arrivals) | send
     "rests_on_disturbed",  # the walked probes other work disturbed: the answer rests on them
+    # what a token costs at the largest passing load (its probe's energy; dollars where priced)
+    *SLO_ENERGY_COLUMNS,
 ]
 SLO_MD_COLUMNS = [
     "series",
@@ -79,6 +87,8 @@ DRAFTER_GOAL_COLUMNS = [
     "change",
     "flags",
     "disturbed",  # a probe either search's answer rests on was disturbed (flags says which)
+    # each at the load it serves within the goal: J per output token and the drafter's change
+    *DRAFTER_GOAL_ENERGY_COLUMNS,
 ]
 
 
@@ -170,9 +180,10 @@ def disturbed_probes(search: SearchOutcome) -> list[str]:
     ]
 
 
-def slo_row(search: SearchOutcome) -> dict[str, Any]:
+def slo_row(search: SearchOutcome, price: Mapping[str, float] | None = None) -> dict[str, Any]:
     """One series' row of slo.csv: a walked probe that was disturbed is named in the note and
-    in `rests_on_disturbed`, as spec_crossover names its points."""
+    in `rests_on_disturbed`, as spec_crossover names its points; what a token costs at the
+    answer (`price`: the series', config `cost`)."""
     plan, spec = search.plan, search.settings
     shaky = disturbed_probes(search)
     answer = search.at(plan.largest_passing) if plan.largest_passing is not None else None
@@ -203,11 +214,20 @@ def slo_row(search: SearchOutcome) -> dict[str, Any]:
         **identity_columns(search),
         "latency_from": latency_from_text(search),
         "rests_on_disturbed": ", ".join(shaky),
+        **answer_columns(
+            search.energy_at(plan.largest_passing),
+            answer.decode_tok_s if answer else None,
+            price,
+            answer is not None,
+        ),
     }
 
 
-def slo_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]:
-    return [slo_row(search) for search in searches]
+def slo_rows(
+    searches: Sequence[SearchOutcome], prices: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    prices = prices or {}
+    return [slo_row(search, prices.get(search.series)) for search in searches]
 
 
 def _change_pct(new: float | None, base: float | None) -> float | None:
@@ -292,6 +312,10 @@ def drafter_goal_rows(searches: Sequence[SearchOutcome]) -> list[dict[str, Any]]
                 "change": change_text(base, d) if base else "",
                 "flags": "; ".join(flags),
                 "disturbed": bool(shaky),
+                **drafter_goal_columns(
+                    base.energy_at(base.plan.largest_passing) or {} if b_answer else None,
+                    d.energy_at(d.plan.largest_passing) or {} if d_answer else None,
+                ),
             }
         )
     return rows
@@ -317,32 +341,57 @@ SLO_INTRO = (
     "`checks`) is named in the note (`rests on a disturbed measurement`) and in "
     "`rests_on_disturbed`: every probe the walk took shapes the answer."
 )
+SLO_ENERGY_MD_COLUMNS = ["j_per_output_token", "usd_per_m_output_tokens", "cost_basis"]
+SLO_ENERGY_INTRO = (
+    "j_per_output_token: what a token cost in energy at the largest passing load (the joules "
+    "the devices drew over that probe's bench window, its idle draw included, ÷ its output "
+    "tokens; energy_note says what they cover), and usd_per_m_output_tokens its dollars per "
+    "million output tokens where the config gives a price, on the basis cost_basis names."
+)
 DRAFTER_GOAL_INTRO = (
     "Each drafter series beside its base series (drafter none, same model, engine, quant and "
     "workload) under the same goal: the largest load each serves within it, and the decode "
     "throughput there. Flags `disturbed: base series at c8`: a probe that search's answer "
-    "rests on was measured while other work used the machine."
+    "rests on was measured while other work used the machine. Where energy was measured, each "
+    "one's J per output token at its answer and the drafter's change there, with its interval "
+    "and verdict (`saves`, `costs more`: docs/statistics.md)."
 )
 
 
-def slo_frame(searches: Sequence[SearchOutcome]) -> pd.DataFrame:
-    return pd.DataFrame(slo_rows(searches), columns=SLO_CSV_COLUMNS)
+def slo_frame(
+    searches: Sequence[SearchOutcome], prices: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    return pd.DataFrame(slo_rows(searches, prices), columns=SLO_CSV_COLUMNS)
 
 
 def drafter_goal_frame(searches: Sequence[SearchOutcome]) -> pd.DataFrame:
     return pd.DataFrame(drafter_goal_rows(searches), columns=DRAFTER_GOAL_COLUMNS)
 
 
+def slo_md_columns(slo: pd.DataFrame) -> list[str]:
+    """slo.md's columns: the energy and dollar figures at the answer only where some series
+    has them."""
+    extra = [c for c in SLO_ENERGY_MD_COLUMNS if slo[c].notna().any()]
+    at = SLO_MD_COLUMNS.index("num_probes")
+    return SLO_MD_COLUMNS[:at] + extra + SLO_MD_COLUMNS[at:]
+
+
 def write_slo_tables(
-    searches: Sequence[SearchOutcome], out: Mapping[str, str | Path]
+    searches: Sequence[SearchOutcome],
+    out: Mapping[str, str | Path],
+    prices: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """slo.{csv,md} and slo_drafter.{csv,md} to the paths `out` names (`slo_csv`, `slo_md`,
-    `slo_drafter_csv`, `slo_drafter_md`); the markdown shows the columns a reader compares."""
-    slo, drafter = slo_frame(searches), drafter_goal_frame(searches)
+    `slo_drafter_csv`, `slo_drafter_md`); the markdown shows the columns a reader compares;
+    `prices` each series' price (config `cost`), for the dollars at the answer."""
+    slo, drafter = slo_frame(searches, prices), drafter_goal_frame(searches)
     intro = SLO_INTRO.format(conf=f"{100 * CONFIDENCE:g}")
+    if slo["j_per_output_token"].notna().any():
+        intro += " " + SLO_ENERGY_INTRO
     write_text(out["slo_csv"], slo.to_csv(index=False))
     write_text(
-        out["slo_md"], to_markdown(slo[SLO_MD_COLUMNS], "Latency goal: largest load served", intro)
+        out["slo_md"],
+        to_markdown(slo[slo_md_columns(slo)], "Latency goal: largest load served", intro),
     )
     write_table(
         drafter,

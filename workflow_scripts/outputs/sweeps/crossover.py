@@ -12,6 +12,7 @@ from ...process.machine_use import disturbed_note
 from ...verdicts.families import verdict_text
 from ...vocabulary import Cell, point_part
 from ..changes import FASTER, SLOWER
+from ..energy.crossover import ENERGY_CROSSOVER_COLUMNS, energy_crossover
 from ..spec_gain import RANDOM_TOKENS_FLAG
 from .gain import frame_records, series_pairs
 from .points import sweep_points
@@ -39,6 +40,9 @@ CROSSOVER_COLUMNS = [
     "outputs_verdict",  # the series' outputs, pooled over its points (exact stratified test)
     "outputs_p_value",
     "outputs_note",  # where the points disagree with it, and points changed on their own only
+    # where it stops saving energy, and the sentence that holds it against where it stops
+    # being faster (outputs.energy.crossover)
+    *ENERGY_CROSSOVER_COLUMNS,
 ]
 
 EVERY_POINT, NEVER = "faster at every point", "never faster"
@@ -166,6 +170,7 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
         "points": ", ".join(r["point"] for r in rows),
         "rests_on_disturbed": ", ".join(shaky),
         "family": next((r["family"] for r in judged if r.get("family")), None),
+        **energy_crossover(rows, axis),
     }
     for name, row in (("last_faster", last), ("first_not_faster", first)):
         for suffix in ("", "_lo", "_hi"):
@@ -192,6 +197,11 @@ def crossover_table(cells: Sequence[Cell], spec_gain_sweep: pd.DataFrame) -> pd.
         gains = spec_gain_sweep[spec_gain_sweep["series"] == pair.series]
         rows.append(crossover_row(pair.series, pair.base[0].sweep.series, axis, gains))
     frame = pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
-    for column in ("last_faster", "first_not_faster"):  # a concurrency stays an integer
+    for column in (
+        "last_faster",
+        "first_not_faster",
+        "last_saves_energy",
+        "first_not_saving_energy",
+    ):  # a concurrency stays an integer
         frame[column] = pd.Series([row.get(column) for row in rows], dtype=object)
     return frame

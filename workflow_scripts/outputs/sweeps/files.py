@@ -16,6 +16,7 @@ from ...loadgen.records import RequestRecord
 from ...verdicts.families import p_text
 from ...vocabulary import Cell, CellMetrics, Status
 from ..compact import is_missing, number_text, with_interval
+from ..energy.frontier import write_energy_frontier
 from ..fidelity.compared import drafter_outputs
 from ..record_index import read_index
 from ..repeats import collapse_repeats
@@ -120,6 +121,10 @@ def sweeps_view(sweeps: pd.DataFrame) -> pd.DataFrame:
             if is_missing(start)
             else f"{start}" + ("" if is_missing(position) else f" #{position}")
         )
+        if sweeps["j_per_output_token"].notna().any():
+            shown["J/output token"] = number_text(row.get("j_per_output_token"), 4)
+        if sweeps["usd_per_m_output_tokens"].notna().any():
+            shown["$/M output tokens"] = number_text(row.get("usd_per_m_output_tokens"), 4)
         shown["reason"] = "" if done else (row.get("reason") or "")
         shown["disturbed"] = "yes" if row.get("disturbed") is True else ""
         if open_loop:
@@ -149,6 +154,12 @@ def gain_view(gains: pd.DataFrame) -> pd.DataFrame:
             "acceptance differs": {True: "yes", False: "no"}.get(row.get("acceptance_differs"), ""),
             "flags": "; ".join(f for f in (row.get("flags"), row.get("acceptance_note")) if f),
         }
+        if gains["energy_change_pct"].notna().any():  # some pair's energy was measured
+            shown["energy change %"] = _interval(row, "energy_change_pct")
+            shown["energy verdict"] = row.get("energy_verdict") or ""
+            shown["energy p (Holm)"] = p_text(
+                _number(row.get("energy_p_value")), _number(row.get("energy_p_adjusted"))
+            )
         if gains["outputs"].notna().any():
             shown["outputs"] = row.get("outputs") or ""
             shown["outputs p (Holm)"] = p_text(
@@ -166,6 +177,7 @@ CROSSOVER_VIEW = [
     "last_faster",
     "first_not_faster",
     "summary",
+    "energy_summary",  # shown where some point's energy was measured
     "outputs",
     "family",
     "interval_source",
@@ -191,6 +203,12 @@ def sections_html(sections: Sequence[tuple[str, list[str]]]) -> str:
 def write_sweep_tables(tables: SweepTables, out: Mapping[str, str | Path]) -> None:
     """The four tables as CSV and markdown, and sweeps.html holding them for the report."""
     sections = series_sections(tables.sweeps, tables.pareto, tables.spec_crossover)
+    crossover_view = [
+        c
+        for c in CROSSOVER_VIEW
+        if c != "energy_summary"
+        or tables.spec_crossover[c].map(lambda v: bool(v) and isinstance(v, str)).any()
+    ]
     stretches = frontier_stretches(tables.pareto)
     gain_intro = " ".join(x for x in (GAIN_INTRO, reference_note(tables.spec_gain_sweep)) if x)
     views = [
@@ -206,7 +224,7 @@ def write_sweep_tables(tables: SweepTables, out: Mapping[str, str | Path]) -> No
         (
             "spec_crossover",
             CROSSOVER_TITLE,
-            tables.spec_crossover[CROSSOVER_VIEW],
+            tables.spec_crossover[crossover_view],
             CROSSOVER_INTRO,
             tables.spec_crossover,
         ),
@@ -226,10 +244,14 @@ def write_sweep_tables(tables: SweepTables, out: Mapping[str, str | Path]) -> No
             body += f"<h3>Who owns each stretch</h3>{html_table(stretches)}"
     body += sections_html(sections)
     write_text(out["sweeps_html"], page("Sweeps", body))
+    write_energy_frontier(
+        tables.sweeps, tables.energy_frontier, out["energy_frontier_csv"], out["energy_frontier_md"]
+    )
 
 
 def write_sweep_figures(tables: SweepTables, out: Mapping[str, str | Path]) -> None:
     """Each sweep figure the rule names among its outputs, as PNG + SVG."""
+    from ..energy import plot as energy_plot
     from ..plots import save_figure  # matplotlib: only the rule that draws pays its import
     from . import plots as plots_sweeps
 
@@ -237,6 +259,9 @@ def write_sweep_figures(tables: SweepTables, out: Mapping[str, str | Path]) -> N
         "pareto_plot": lambda: plots_sweeps.pareto_figure(tables.sweeps, tables.pareto),
         "latency_plot": lambda: plots_sweeps.sweep_latency_figure(tables.sweeps),
         "spec_gain_plot": lambda: plots_sweeps.spec_gain_sweep_figure(tables.spec_gain_sweep),
+        "energy_frontier_plot": lambda: energy_plot.energy_frontier_figure(
+            tables.sweeps, tables.energy_frontier
+        ),
     }
     for key, build in figures.items():
         if out.get(key) is not None:
@@ -249,12 +274,16 @@ def write_sweeps(
     records: Mapping[str, Sequence[RequestRecord]],
     gpus: Mapping[str, int | None],
     out: Mapping[str, str | Path],
+    prices: Mapping[str, Any] | None = None,
 ) -> SweepTables:
     """Every sweep output from the points' metrics and records, repeats folded in here (after
-    the drafters' outputs are compared: the floor runs are folded away)."""
+    the drafters' outputs are compared: the floor runs are folded away); `prices` each point's
+    price (config `cost`)."""
     outputs = drafter_outputs(cells, records, all_metrics)
     all_metrics, cells, records = collapse_repeats(all_metrics, cells, records)
-    tables = sweep_tables(all_metrics, cells, records, gpus, outputs.by_cell, outputs.by_series)
+    tables = sweep_tables(
+        all_metrics, cells, records, gpus, outputs.by_cell, outputs.by_series, prices
+    )
     write_sweep_tables(tables, out)
     write_sweep_figures(tables, out)
     return tables
@@ -265,9 +294,10 @@ def write_sweep_outputs(
     cells: Sequence[Cell],
     gpus: Mapping[str, int | None],
     out: Mapping[str, str | Path],
+    prices: Mapping[str, Any] | None = None,
 ) -> SweepTables:
     """The `sweeps` rule's outputs (paths in `out`) from the records index: only the points'
     records are read (`gpus` holds each point's `resources.gpu`, keyed by the cells this rule
-    reads)."""
+    reads; `prices` each cell's price)."""
     all_metrics, records = load_indexed(read_index(records_index, only=list(gpus)))
-    return write_sweeps(all_metrics, cells, records, gpus, out)
+    return write_sweeps(all_metrics, cells, records, gpus, out, prices)

@@ -19,6 +19,7 @@ from ...verdicts.bounds import wilson_interval
 from ...verdicts.families import LEVEL, holm
 from ...vocabulary import NO_DRAFTER, Cell, CellMetrics, Status, point_part, point_value
 from ..compact import REF_PREFIX, is_missing
+from ..energy.change import ENERGY_CHANGE_COLUMNS
 from ..spec_gain import spec_gain_table
 from ..stats import MIN_REPEATS, Z975, interval_from_repeats, ratio_interval, t975, t_two_sided_p
 from ..tables import identity_from_cell
@@ -80,6 +81,8 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "outputs_note",  # where the points disagree with the pooled verdict
     "acceptance_p_value",  # the acceptance's test against the series' other points
     "acceptance_p_adjusted",
+    # the drafter's energy change per output token at the point, Holm's over the series' points
+    *ENERGY_CHANGE_COLUMNS,
 ]
 
 

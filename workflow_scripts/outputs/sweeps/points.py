@@ -20,8 +20,19 @@ from ...vocabulary import (
     point_value,
 )
 from ..compact import is_missing, summary_row
+from ..energy.cost import COST_COLUMNS, cell_cost
 from ..stats import arrays_of
 from ..tables import SCHEDULE_COLUMNS, figure_intervals, merge_with_cells, schedule_columns
+
+# A point's energy, as the summary has it (outputs/energy/view.py).
+POINT_ENERGY_COLUMNS = [
+    "j_per_output_token",
+    "output_tokens_per_j",
+    "j_above_idle_per_output_token",
+    "idle_w",
+    "energy_status",
+    "energy_note",
+]
 
 # sweeps.csv: the contract's columns first, then what a reader needs to trust them.
 SWEEP_FIGURES = [
@@ -53,6 +64,9 @@ SWEEP_COLUMNS = [
     "disturbed",  # other work on the machine during the point's bench (machine_use.disturbed)
     # open-loop points: latency from each request's scheduled time, the send lag and its flag
     *SCHEDULE_COLUMNS,
+    # what a token costs at the point (metrics.json `energy`; dollars where a price is given)
+    *POINT_ENERGY_COLUMNS,
+    *COST_COLUMNS,
 ]
 
 # The figures a point's row takes from its metrics, each with its interval.
@@ -85,12 +99,17 @@ def _per(value: Any, gpus: int | None) -> float | None:
 
 
 def point_row(
-    cell: Cell, row: Mapping[str, Any], metrics: CellMetrics, gpus: int | None
+    cell: Cell,
+    row: Mapping[str, Any],
+    metrics: CellMetrics,
+    gpus: int | None,
+    price: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """One sweeps.csv row from the point's summary row and intervals (as the summary has them:
     tables.summary_row, tables.figure_intervals). A point that did not finish keeps its status
     and reason, no figures. Interactivity is 1000 / TPOT median, so its interval is the TPOT
-    median's, inverted."""
+    median's, inverted. `price`: the point's (config `cost`), for its dollars per million
+    output tokens."""
     sweep = cell.sweep
     server = metrics.get("server_start") or {}
     out: dict[str, Any] = {
@@ -122,6 +141,8 @@ def point_row(
     out["interactivity_tok_s_hi"] = _reciprocal(row.get("tpot_median_ms_lo"))
     for suffix in ("", "_lo", "_hi"):
         out["decode_tok_s_per_gpu" + suffix] = _per(row.get("decode_tok_s" + suffix), gpus)
+    out.update({key: row.get(key) for key in POINT_ENERGY_COLUMNS})
+    out.update(cell_cost(metrics, price).columns())
     return out
 
 
@@ -130,20 +151,22 @@ def sweep_table(
     cells: Sequence[Cell],
     requests: Mapping[str, RequestTable] | None = None,
     gpus: Mapping[str, int | None] | None = None,
+    prices: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """sweeps.csv: one row per point of every series, failed, blocked and not-run points too.
     `requests`: each point's requests' table; `gpus`: each cell's `resources.gpu` (0 or
-    absent: no per-GPU figure)."""
+    absent: no per-GPU figure); `prices` each cell's price or None."""
     points = sweep_points(cells)
     ids = {cell.id for cell in points}
     metrics = [m for m in all_metrics if m["cell"] in ids]
     by_id = {m["cell"]: m for m in metrics}
-    requests, gpus = requests or {}, gpus or {}
+    requests, gpus, prices = requests or {}, gpus or {}, prices or {}
     out = []
     for cell, merged in zip(points, merge_with_cells(metrics, points), strict=True):
         arrays = arrays_of(requests.get(cell.id))
         row = {**summary_row(merged), **figure_intervals(merged, arrays, MEASURED)}
-        out.append(point_row(cell, row, by_id.get(cell.id, {}), gpus.get(cell.id)))
+        found = by_id.get(cell.id, {})
+        out.append(point_row(cell, row, found, gpus.get(cell.id), prices.get(cell.id)))
     frame = pd.DataFrame(out, columns=SWEEP_COLUMNS)
     for column in ("concurrency", "completed", "errors", "gpus", "interval_n"):
         frame[column] = frame[column].astype("Int64")
