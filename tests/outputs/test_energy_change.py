@@ -23,15 +23,16 @@ from workflow_scripts.outputs import sweeps
 from workflow_scripts.outputs.changes import NO_DIFFERENCE
 from workflow_scripts.outputs.energy.change import (
     COSTS_MORE,
+    ENERGY_KEYS,
     SAVES,
     energy_change,
-    energy_families,
 )
 from workflow_scripts.outputs.energy.crossover import energy_words
 from workflow_scripts.outputs.search.tables import drafter_goal_rows, slo_row, write_slo_tables
 from workflow_scripts.outputs.spec_gain import spec_gain_table
 from workflow_scripts.outputs.stats import Z975
 from workflow_scripts.outputs.sweeps.files import write_sweeps
+from workflow_scripts.verdicts.families import judge_series
 from workflow_scripts.vocabulary import ENERGY_NOT_MEASURED, Status
 
 KWH = {"usd_per_kwh": 0.12}
@@ -115,12 +116,12 @@ def test_a_series_points_are_one_holm_family():
     rows = [one.columns() for _ in range(5)]
     assert all(r["energy_verdict"] == SAVES and 0.019 < r["energy_p_value"] < 0.021 for r in rows)
     rows, alone = rows[:4], rows[4:]
-    energy_families(rows, ["s"] * 4)
+    judge_series(rows, ["s"] * 4, ENERGY_KEYS)
     assert [r["energy_verdict"] for r in rows] == [NO_DIFFERENCE] * 4
     assert [r["energy_verdict_unadjusted"] for r in rows] == [SAVES] * 4
     assert rows[0]["energy_p_adjusted"] == pytest.approx(4 * rows[0]["energy_p_value"])
     assert rows[0]["energy_family"] == "Holm over 4 points of the series at 5 %"
-    energy_families(alone, [None])
+    judge_series(alone, [None], ENERGY_KEYS)
     assert alone[0]["energy_verdict"] == SAVES and alone[0]["energy_family"] == "alone at 5 %"
 
 
@@ -214,7 +215,7 @@ def test_the_energy_frontier_is_the_non_dominated_points_and_the_rule_writes_it(
     prices = {c.id: KWH for c in cells}
     out = outputs_under(tmp_path)
     out["energy_frontier_plot"] = tmp_path / "energy_frontier.png"
-    tables = write_sweeps(metrics, [c.to_dict() for c in cells], {}, {}, out, prices)
+    tables = write_sweeps(metrics, cells, {}, {}, out, prices)
     points = tables.sweeps
     xy = list(zip(points["interactivity_tok_s"], points["output_tokens_per_j"], strict=True))
     frontier = tables.energy_frontier
@@ -237,7 +238,7 @@ def test_with_nothing_measured_the_frontier_says_why_and_the_tables_show_no_ener
     cells, metrics = energy_series([None] * 4, [None] * 4)
     out = outputs_under(tmp_path)
     out["energy_frontier_plot"] = tmp_path / "energy_frontier.png"
-    write_sweeps(metrics, [c.to_dict() for c in cells], {}, {}, out)
+    write_sweeps(metrics, cells, {}, {}, out)
     md = Path(out["energy_frontier_md"]).read_text()
     assert f"No point to draw: energy: not measured on this machine: rapl: {NO_POWERCAP}" in md
     assert Path(out["energy_frontier_plot"]).read_bytes()[:8] == PNG_MAGIC

@@ -172,7 +172,7 @@ def test_a_cells_repeats_average_their_j_per_token_and_give_its_interval(tmp_pat
 
 
 def card_text(metrics: dict) -> str:
-    cell = next(c for c in fixture_cells() if c["id"] == metrics["cell"])
+    cell = next(c for c in fixture_cells() if c.id == metrics["cell"])
     return render_markdown(build_card(cell, metrics))
 
 

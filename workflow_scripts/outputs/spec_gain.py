@@ -13,14 +13,14 @@ from ..fidelity.agreement import CHANGED
 from ..loadgen.metrics import compute_metrics
 from ..loadgen.records import OK, RequestRecord, pair_requests
 from ..process.machine_use import disturbed_flag
-from ..verdicts.families import LEVEL, family_text, holm
+from ..verdicts.families import VerdictKeys, judge_series
 from ..vocabulary import IDENTITY_COLUMNS, RANDOM_TOKENS, CellMetrics, Status, identity_columns
 from .changes import FASTER, NO_DIFFERENCE, SLOWER, paired_changes, repeat_changes
 from .compact import (
     is_missing,
     median_of,
 )
-from .energy.change import ENERGY_CHANGE_COLUMNS, energy_change, energy_families
+from .energy.change import ENERGY_CHANGE_COLUMNS, ENERGY_KEYS, energy_change
 from .stats import MIN_REPEATS
 
 
@@ -68,7 +68,7 @@ SPEC_GAIN_COLUMNS = [
     # acceptance, and so its gain, depends on the text it drafts
     "content",
     # appended: the gain's test and its family: a sweep point's `verdict` is Holm's over its
-    # series' points (gain_families), `verdict_unadjusted` the point's own
+    # series' points (GAIN_KEYS), `verdict_unadjusted` the point's own
     "p_value",
     "p_adjusted",
     "verdict_unadjusted",
@@ -258,8 +258,8 @@ def spec_gain_table(
             }
         )
         series.append(m.get("series"))
-    gain_families(rows, series)
-    energy_families(rows, series)
+    judge_series(rows, series, GAIN_KEYS)
+    judge_series(rows, series, ENERGY_KEYS)
     return pd.DataFrame(rows, columns=SPEC_GAIN_COLUMNS)
 
 
@@ -286,22 +286,10 @@ def gain_columns(base: CellMetrics | None, drafter: CellMetrics) -> dict[str, An
     }
 
 
-def gain_families(rows: Sequence[dict[str, Any]], series: Sequence[str | None]) -> None:
-    """Each series' points judged as a family (`series[i]` row i's, None: a cell alone): the
-    gains' p-values adjusted by Holm's step-down over the series' tested points, a point
-    `faster` or `slower` only where its adjusted p-value is below LEVEL, so a drafter that
-    changes nothing reads faster or slower at some point of a series in at most LEVEL of runs."""
-    families: dict[object, list[dict[str, Any]]] = {}
-    for i, (row, name) in enumerate(zip(rows, series, strict=True)):
-        families.setdefault(name if name is not None else i, []).append(row)
-    for members in families.values():
-        adjusted = holm([row.get("p_value") for row in members])
-        tested = sum(p is not None for p in adjusted)
-        for row, p in zip(members, adjusted, strict=True):
-            row["verdict_unadjusted"], row["p_adjusted"] = row.get("verdict"), p
-            row["family"] = family_text(tested) if row.get("verdict") else None
-            if row.get("verdict") in (FASTER, SLOWER) and p is not None and p >= LEVEL:
-                row["verdict"] = NO_DIFFERENCE
+GAIN_KEYS = VerdictKeys(
+    "p_value", "verdict", "p_adjusted", "verdict_unadjusted", "family", (FASTER, SLOWER),
+    NO_DIFFERENCE,
+)  # fmt: skip
 
 
 def _weights_files(metrics: CellMetrics) -> list[str]:

@@ -38,6 +38,40 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+@dataclass(frozen=True)
+class VerdictKeys:
+    """One per-point verdict's columns in a table's rows: what its family reads (`p_value`,
+    `verdict`) and writes (`adjusted`, `unadjusted`, `family`); `decisive` the verdicts a point
+    keeps only where its adjusted p-value is below LEVEL, else it reads `undecided`."""
+
+    p_value: str
+    verdict: str
+    adjusted: str
+    unadjusted: str
+    family: str
+    decisive: tuple[str, ...]
+    undecided: str
+
+
+def judge_series(rows: Sequence[dict], series: Sequence[str | None], keys: VerdictKeys) -> None:
+    """Each series' points judged as a family (`series[i]` row i's, None: a cell alone), in
+    place: the p-values adjusted by Holm's step-down over the series' tested points, so a
+    configuration that changes nothing reads decisive at some point of a series in at most
+    LEVEL of runs; the point's own verdict kept beside, the family named where it was tested."""
+    families: dict[object, list[dict]] = {}
+    for i, (row, name) in enumerate(zip(rows, series, strict=True)):
+        families.setdefault(name if name is not None else i, []).append(row)
+    for members in families.values():
+        adjusted = holm([row.get(keys.p_value) for row in members])
+        tested = sum(p is not None for p in adjusted)
+        for row, p in zip(members, adjusted, strict=True):
+            verdict = row.get(keys.verdict)
+            row[keys.unadjusted], row[keys.adjusted] = verdict, p
+            row[keys.family] = family_text(tested) if verdict and p is not None else None
+            if verdict in keys.decisive and p is not None and p >= LEVEL:
+                row[keys.verdict] = keys.undecided
+
+
 def family_text(tested: int, level: float = LEVEL) -> str:
     """How a table names the family a verdict was judged in."""
     if tested <= 1:

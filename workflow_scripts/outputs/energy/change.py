@@ -2,7 +2,7 @@
 test's p-value and a verdict: `saves`, `costs more`, `no detectable difference`, or `not
 measured` (either cell's energy was not read: the note says why). spec_gain, spec_gain_sweep
 and the drafter at the latency goal all take it from here; a sweep series' points are one
-family (`energy_families`: Holm's step-down, as the speed gain's).
+family (ENERGY_KEYS: Holm's step-down, verdicts/families.judge_series, as the speed gain's).
 
 The verdict reads the gross J per output token (all the joules the devices drew over the bench
 window ÷ its output tokens): it is the counter's own figure, nothing subtracted that was read at
@@ -27,17 +27,21 @@ The interval:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...verdicts.families import LEVEL, family_text, holm
+from ...verdicts.families import VerdictKeys
 from ...vocabulary import ENERGY_MEASURED, ENERGY_NOT_MEASURED, Status
 from ..changes import NO_DIFFERENCE, repeat_changes
 from ..stats import MIN_REPEATS, Z975
 
 SAVES, COSTS_MORE = "saves", "costs more"
 FIGURE = "j_per_output_token"
+ENERGY_KEYS = VerdictKeys(
+    "energy_p_value", "energy_verdict", "energy_p_adjusted", "energy_verdict_unadjusted",
+    "energy_family", (SAVES, COSTS_MORE), NO_DIFFERENCE,
+)  # fmt: skip
 ENERGY_CHANGE_COLUMNS = [
     "base_j_per_output_token",
     "drafter_j_per_output_token",
@@ -48,7 +52,7 @@ ENERGY_CHANGE_COLUMNS = [
     "energy_above_idle_change_pct",  # J above idle per output token: the drafter's own work
     "energy_interval_source",
     "energy_p_value",
-    "energy_p_adjusted",  # Holm's over the series' points (energy_families)
+    "energy_p_adjusted",  # Holm's over the series' points (ENERGY_KEYS)
     "energy_verdict_unadjusted",
     "energy_family",
     "energy_note",  # not measured: why
@@ -168,20 +172,3 @@ def energy_change(base: Mapping[str, Any] | None, drafter: Mapping[str, Any]) ->
             verdict_of(found.lo_pct, found.hi_pct), found.p_value, above, runs,
         )  # fmt: skip
     return replace(slices_change(b, d), above_idle_change_pct=above)
-
-
-def energy_families(rows: Sequence[dict[str, Any]], series: Sequence[str | None]) -> None:
-    """Each series' points judged as a family (`series[i]` row i's; None: a cell alone): the
-    energy p-values adjusted by Holm's step-down over the series' tested points, a point
-    `saves` or `costs more` only where its adjusted p-value is below LEVEL."""
-    families: dict[object, list[dict[str, Any]]] = {}
-    for i, (row, name) in enumerate(zip(rows, series, strict=True)):
-        families.setdefault(name if name is not None else i, []).append(row)
-    for members in families.values():
-        adjusted = holm([row.get("energy_p_value") for row in members])
-        tested = sum(p is not None for p in adjusted)
-        for row, p in zip(members, adjusted, strict=True):
-            row["energy_verdict_unadjusted"], row["energy_p_adjusted"] = row["energy_verdict"], p
-            row["energy_family"] = family_text(tested) if p is not None else None
-            if row["energy_verdict"] in (SAVES, COSTS_MORE) and p is not None and p >= LEVEL:
-                row["energy_verdict"] = NO_DIFFERENCE

@@ -1,6 +1,6 @@
 """Where along the load a drafter stops saving energy: spec_crossover's energy columns, from one
 series' spec_gain_sweep rows in load order (each point's energy verdict is its series' family's:
-change.energy_families), and a sentence that holds it against where the drafter stops being
+change.ENERGY_KEYS), and a sentence that holds it against where the drafter stops being
 faster."""
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def crossover_row(series: str, base_series: str | None, axis: str, gains: pd.Dat
     """One drafter series' crossover from its spec_gain_sweep rows (in load order): the last
     point it is faster at and the first it is not (points without a verdict are skipped), with
     the gain and interval each rests on. The verdicts are the family's (Holm's over the series'
-    points: spec_gain.gain_families); a point faster or slower on its own only is named in the
+    points: spec_gain.GAIN_KEYS); a point faster or slower on its own only is named in the
     summary. Every judged point shapes the answer, so a judged point whose pair is disturbed is
     named (`rests_on_disturbed`, and in the summary)."""
     rows = frame_records(gains)

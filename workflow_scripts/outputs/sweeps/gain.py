@@ -43,7 +43,7 @@ SPEC_GAIN_SWEEP_COLUMNS = [
     "decode_gain_pct",
     "decode_gain_lo_pct",
     "decode_gain_hi_pct",
-    "verdict",  # Holm's over the series' points (spec_gain.gain_families)
+    "verdict",  # Holm's over the series' points (spec_gain.GAIN_KEYS)
     "outputs",  # the drafter's greedy outputs against its base's, Holm's over the points too
     "tpot_change_pct",
     "tpot_change_lo_pct",

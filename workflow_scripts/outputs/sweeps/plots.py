@@ -76,34 +76,45 @@ def pareto_figure(sweeps: pd.DataFrame, pareto: pd.DataFrame):
         return message_figure(
             "Throughput vs interactivity", "no point of any sweep finished with both figures"
         )
+    return frontier_figure(
+        points,
+        pareto,
+        ("decode_tok_s", "decode throughput (tokens/s, all requests)"),
+        "Throughput vs interactivity",
+    )
+
+
+def frontier_figure(points: pd.DataFrame, frontier: pd.DataFrame, y: tuple[str, str], title: str):
+    """`y` = (column, axis label) against interactivity (x) for `points` (each with both
+    figures), one line per series in load order, each point labelled by its load (only the
+    frontier's past LABELLED_POINTS); `frontier` drawn over them, dashed."""
+    column, label = y
     fig, ax = plt.subplots(figsize=(9, 5.5))
     series = list(dict.fromkeys(points["series"]))
     for name in series:
         group = points[points["series"] == name]
         ax.plot(
             group["interactivity_tok_s"].astype(float),
-            group["decode_tok_s"].astype(float),
+            group[column].astype(float),
             marker="o",
             markersize=4,
             linewidth=1.2,
             label=series_label(name),
         )
-    frontier_cells = set(pareto["cell"])
-    labelled = (
-        points if len(points) <= LABELLED_POINTS else points[points["cell"].isin(frontier_cells)]
-    )
+    few = len(points) <= LABELLED_POINTS
+    labelled = points if few else points[points["cell"].isin(set(frontier["cell"]))]
     for row in labelled.itertuples():
         ax.annotate(
             row.point,
-            (float(row.interactivity_tok_s), float(row.decode_tok_s)),
+            (float(row.interactivity_tok_s), float(getattr(row, column))),
             textcoords="offset points",
             xytext=(4, 4),
             fontsize=7,
         )
-    if len(pareto):
+    if len(frontier):
         ax.plot(
-            pareto["interactivity_tok_s"].astype(float),
-            pareto["decode_tok_s"].astype(float),
+            frontier["interactivity_tok_s"].astype(float),
+            frontier[column].astype(float),
             color=FRONTIER_COLOR,
             linestyle="--",
             linewidth=1.5,
@@ -113,20 +124,14 @@ def pareto_figure(sweeps: pd.DataFrame, pareto: pd.DataFrame):
             label="frontier (no point has more of both)",
         )
     wide_x = _spread_scale(ax, points["interactivity_tok_s"], "x")
-    wide_y = _spread_scale(ax, points["decode_tok_s"], "y")
+    wide_y = _spread_scale(ax, points[column], "y")
     ax.set_xlabel(
         "interactivity (tokens/s one user sees = 1000 / TPOT median)"
         + (", log scale" if wide_x else "")
     )
-    ax.set_ylabel("decode throughput (tokens/s, all requests)" + (", log scale" if wide_y else ""))
-    ax.set_title(
-        "Throughput vs interactivity, one line per series\n"
-        + (
-            "points labelled by load"
-            if len(points) <= LABELLED_POINTS
-            else "frontier points labelled by load"
-        )
-    )
+    ax.set_ylabel(label + (", log scale" if wide_y else ""))
+    labels = "points labelled by load" if few else "frontier points labelled by load"
+    ax.set_title(f"{title}, one line per series\n{labels}")
     ax.grid(alpha=0.3)
     _legend(fig, ax, len(series) + 1)
     fig.tight_layout()
