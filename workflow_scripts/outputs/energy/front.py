@@ -1,4 +1,4 @@
-"""The report's front page answer to "what does a token costs" (front_page.py shows it first
+"""The report's front page answer to "what does a token cost" (front_page.py shows it first
 among the answers): where energy was measured, each measured cell's joules per output token,
 output tokens per joule, joules per prompt + output token and, where priced, dollars per million
 output tokens with the basis, and the energy frontier's figure where a sweep drew it; where
