@@ -13,13 +13,13 @@ from typing import Any
 import pandas as pd
 
 from ...atomic import write_text
-from ...vocabulary import ENERGY_MEASURED, Status
+from ...vocabulary import ENERGY_MEASURED
 from ..compact import is_missing, number_text
 from ..stats import interval_from_repeats
 from ..tables import SUMMARY_COLUMNS
 from ..writers import to_markdown
 from .cost import COST_COLUMNS, Cost, basis_text, cell_cost
-from .view import devices_text, energy_note, measured, not_measured_lines
+from .view import devices_text, energy_columns, measured, not_measured_lines
 
 IDENTITY = SUMMARY_COLUMNS[: SUMMARY_COLUMNS.index("workload") + 1]
 # The figures of metrics.json `energy` a row takes as they are (docs/metrics.md, "Energy").
@@ -103,17 +103,17 @@ def repeats_columns(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 def energy_row(metrics: Mapping[str, Any], price: Mapping[str, float] | None) -> dict[str, Any]:
     """One cell's row: its energy figures where they were read, its note either way."""
-    energy = metrics.get("energy") if isinstance(metrics.get("energy"), Mapping) else {}
-    done = metrics.get("status") == Status.DONE
+    shown = energy_columns(metrics)  # the summary's words for the same record
     row: dict[str, Any] = {
         **{key: metrics.get(key) for key in [*IDENTITY, "concurrency", "status"]},
-        "energy_status": energy.get("status") if done else None,
-        "source": energy.get("source") if done else None,
-        "note": energy_note(metrics),
+        "energy_status": shown["energy_status"],
+        "source": shown["energy_source"],
+        "note": shown["energy_note"],
         **cell_cost(metrics, price).columns(),
     }
     if not measured(metrics):
         return row
+    energy = metrics["energy"]
     cross = energy.get("cross_check") or {}
     window = energy.get("window") or {}
     row.update(
