@@ -132,8 +132,6 @@ def energy_rows(energy: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                 "of the CPU time the machine was busy over the window",
             )
         )
-    if energy.get("repeats"):
-        rows.append(("Repeats", f"{energy['repeats']} measured", "per-token figures: their mean"))
     return rows
 
 
