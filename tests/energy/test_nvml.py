@@ -22,6 +22,7 @@ from workflow_scripts.energy.record import not_measured
 from workflow_scripts.energy.samples import integrate_power
 from workflow_scripts.energy.source import COUNTER, NVML, POWER_SAMPLES, SourceUnavailable
 from workflow_scripts.energy.windows import Window
+from workflow_scripts.process.memory import MemorySampler
 
 pytestmark = pytest.mark.standin
 
@@ -159,3 +160,25 @@ def test_a_read_is_timed_by_nvmls_own_timestamp_of_the_value(standin_nvml, law, 
     monkeypatch.delattr(standin_nvml, "nvmlDeviceGetFieldValues")
     ahead.now = clock.now
     assert not NvmlSource("1", clock=clock, module=standin_nvml).stamped
+
+
+def test_a_counter_that_goes_down_leaves_the_sampler_no_total_and_no_error(
+    standin_nvml, law, clock
+):
+    """A counter read lower than the last (a reset: a driver reload; here the stand-in's clock
+    moved back) gives the sampler's running total (`energy_j`) no figure from there on, and the
+    sample and the phase mark that read it go on. Before, the ValueError ended the sampler's
+    thread, and from `set_phase` (the main thread) failed the cell."""
+    source = NvmlSource(None, clock=clock, module=standin_nvml)
+    sampler = MemorySampler(interval_s=0.01, energy=source)
+    assert sampler.sample().energy_j == 0.0
+    clock.sleep(2.0)
+    assert sampler.sample().energy_j == pytest.approx(
+        law.joules(0, clock.now - 2.0, clock.now) + law.joules(1, clock.now - 2.0, clock.now),
+        rel=1e-6,
+    )
+    clock.now -= 1.0  # the counter goes down
+    sampler.set_phase("bench")
+    assert sampler.samples[-1].energy_j is None and sampler.phase == "bench"
+    clock.sleep(5.0)  # past the last read again: the total is still not known
+    assert sampler.sample().energy_j is None

@@ -541,3 +541,43 @@ def test_a_tree_rooted_at_a_container_client_has_no_split(tmp_path):
         proc.wait()
     assert found.server_rss_kib and found.server_rss_kib > 0
     assert found.server_rss_anon_kib is None and found.server_rss_file_kib is None
+
+
+class OverlapProbe:
+    """An energy probe that notes when two samples read it at once (a read takes 2 ms)."""
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self.overlaps = 0
+        self.reads = 0
+
+    def power_w(self) -> float | None:
+        return None
+
+    def energy_j(self) -> float | None:
+        self.inside += 1
+        self.overlaps += self.inside > 1
+        time.sleep(0.002)
+        self.reads += 1
+        self.inside -= 1
+        return float(self.reads)
+
+
+def test_the_thread_and_the_orchestrator_take_samples_one_at_a_time():
+    """The sampler's thread samples every 1 ms while the orchestrator marks phases: no two
+    samples read the energy probe at once, and the series' energy readings are in the order
+    taken. Before, a phase mark's read could be added to the counter's running total after a
+    later read of the thread's, and the total refused it as a counter that went down (the
+    stand-in energy pipeline failed a cell with it under load)."""
+    probe = OverlapProbe()
+    sampler = MemorySampler(interval_s=0.001, energy=probe)
+    sampler.start()
+    try:
+        for _ in range(40):
+            sampler.set_phase("bench")
+            sampler.set_phase("warmup")
+    finally:
+        sampler.stop()
+    readings = [s.energy_j for s in sampler.samples]
+    assert probe.overlaps == 0 and probe.reads >= 80
+    assert readings == sorted(readings)

@@ -54,16 +54,25 @@ def wrap_time_s(range_j: float, watts: float) -> float | None:
 class Accumulator:
     """Joules since the first read, from successive reads of a source (the sampler's
     `energy_j`): each step's wrap is undone, so a long run is right as long as two reads are
-    closer than the wrap time."""
+    closer than the wrap time. A counter that went down without a range to wrap at (a reset:
+    a driver reload) leaves no total past it: every later read gives None, never an error, so
+    the sampler's thread and the phase it marks go on (the bench's own edges say not measured)."""
 
     def __init__(self, unit_j: float, ranges_raw: Sequence[int | None]) -> None:
         self.unit_j = unit_j
         self.ranges_raw = tuple(ranges_raw)
         self._last: CounterRead | None = None
         self._total_raw = 0
+        self._reset = False
 
-    def add(self, read: CounterRead) -> float:
+    def add(self, read: CounterRead) -> float | None:
+        if self._reset:
+            return None
         if self._last is not None:
-            self._total_raw += sum(deltas(self._last, read, self.ranges_raw))
+            try:
+                self._total_raw += sum(deltas(self._last, read, self.ranges_raw))
+            except ValueError:
+                self._reset = True
+                return None
         self._last = read
         return self._total_raw * self.unit_j

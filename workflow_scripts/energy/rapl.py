@@ -128,7 +128,7 @@ class RaplSource:
     def energy_j(self) -> float | None:
         try:
             return self._accumulator.add(self.read())
-        except (SourceUnavailable, ValueError):
+        except SourceUnavailable:
             return None
 
     def close(self) -> None:

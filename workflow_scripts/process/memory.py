@@ -113,7 +113,9 @@ class GpuMemory:
 class MemorySampler:
     """Samples every `interval_s` in a daemon thread; `phase` is set by the orchestrator. A
     sample's `t` is seconds from the sampler's start; `epoch_origin_s` is that start in epoch
-    seconds (what an energy window is held against)."""
+    seconds (what an energy window is held against). The thread and the orchestrator (a phase
+    mark, the baseline) both take samples: one at a time, so the series is in time order and
+    the energy counter's running total sees its reads in the order they were taken."""
 
     def __init__(
         self,
@@ -133,12 +135,17 @@ class MemorySampler:
         self._client: ProcessTreeRss | None = None
         self.tripped: MemorySample | None = None
         self._stop = threading.Event()
+        self._one_at_a_time = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
         self.energy = energy
         self._t0 = time.monotonic()
         self.epoch_origin_s = time.time()
 
     def sample(self) -> MemorySample:
+        with self._one_at_a_time:
+            return self._sample()
+
+    def _sample(self) -> MemorySample:
         server = self._tree.split_kib() if self._tree else None
         sample = MemorySample(
             t=time.monotonic() - self._t0,
