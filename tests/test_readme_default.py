@@ -24,7 +24,7 @@ def one_real_run() -> str:
 
 def stated(paragraph: str, what: str) -> int:
     """The one count the paragraph gives of `what` (`25 cells`), as a number."""
-    counts = {int(n) for n in re.findall(rf"(\d+) {what}\b", " ".join(paragraph.split()))}
+    counts = {int(n) for n in re.findall(rf"\b(\d+) {what}\b", " ".join(paragraph.split()))}
     assert len(counts) == 1, f"the README's {MARK} paragraph states {counts or 'no'} {what}"
     return counts.pop()
 
