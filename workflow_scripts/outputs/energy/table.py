@@ -147,8 +147,10 @@ def energy_table(
     return frame
 
 
-def _with(value: Any, lo: Any, hi: Any, digits: int) -> str:
-    text = number_text(value, digits)
+def _with(row: Mapping[str, Any], column: str, digits: int) -> str:
+    """`column`'s figure with its interval (`<column>_lo`, `_hi`) where it has one."""
+    lo, hi = row[f"{column}_lo"], row[f"{column}_hi"]
+    text = number_text(row[column], digits)
     if text and not (is_missing(lo) or is_missing(hi)):
         text += f" [{number_text(lo, digits)}, {number_text(hi, digits)}]"
     return text
@@ -167,21 +169,11 @@ def energy_view(table: pd.DataFrame) -> pd.DataFrame:
                 for v in (row["energy_status"], row["source"], row["method"])
                 if not is_missing(v)
             ),
-            "J/output token": _with(
-                row["j_per_output_token"],
-                row["j_per_output_token_lo"],
-                row["j_per_output_token_hi"],
-                4,
-            ),
+            "J/output token": _with(row, "j_per_output_token", 4),
             "output tokens/J": number_text(row["output_tokens_per_j"], 2),
             "J/token (prompt + output)": number_text(row["j_per_token"], 4),
             "J above idle/output token": number_text(row["j_above_idle_per_output_token"], 4),
-            "steady J/output token [95 %]": _with(
-                row["steady_j_per_output_token"],
-                row["steady_j_per_output_token_lo"],
-                row["steady_j_per_output_token_hi"],
-                4,
-            ),
+            "steady J/output token [95 %]": _with(row, "steady_j_per_output_token", 4),
             "idle W": number_text(row["idle_w"], 1),
             "mean W": number_text(row["mean_w"], 1),
             "peak W": number_text(row["peak_w"], 1),
