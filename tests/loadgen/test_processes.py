@@ -90,7 +90,8 @@ def test_the_measured_end_is_read_before_the_load_processes_are_reaped(pacing_se
     def snapshot() -> None:
         snapshots.append(take_snapshot([server_pid]))
 
-    spec = LoadSettings(base_url=url, concurrency=8, max_tokens=40, warmup_requests=1, processes=2)
+    # 160 tokens a request: each process's CPU several ticks (10 ms) above nothing, on any CPU
+    spec = LoadSettings(base_url=url, concurrency=8, max_tokens=160, warmup_requests=1, processes=2)
     options = RunOptions(progress=False, on_measure_start=snapshot, on_measure_end=snapshot)
     load = run_load(spec, PROMPTS, options)
     assert sum(r.status == "ok" for r in load.records if not r.warmup) == len(PROMPTS)
