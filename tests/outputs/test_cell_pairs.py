@@ -27,7 +27,7 @@ from tests.support.outputs import (
     results_tree,
 )
 from tests.support.pipeline import run_snakemake
-from workflow_scripts.config.matrix import repeat_id
+from workflow_scripts.config.cell_ids import repeat_id
 from workflow_scripts.loadgen.metrics import compute_metrics
 from workflow_scripts.outputs import cell_pairs, writers
 from workflow_scripts.outputs import changes as change_stats

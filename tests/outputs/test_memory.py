@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tests.support.outputs import BASE, DRAFTER, cell_by_id, fixture_cells, fixture_metrics
-from workflow_scripts.config.matrix import repeat_id
+from workflow_scripts.config.cell_ids import repeat_id
 from workflow_scripts.outputs import card as cards
 from workflow_scripts.outputs import writers
 from workflow_scripts.outputs.compact import peak_mem_gib, summary_row

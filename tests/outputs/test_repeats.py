@@ -13,7 +13,8 @@ import yaml
 
 from tests.support.outputs import BASE, BLOCKED, CONFIG, DRAFTER, FAILED, FIXTURES, fixture_metrics
 from workflow_scripts.atomic import canonical_json
-from workflow_scripts.config.matrix import build_cells, repeat_id, repeat_of, validate_config
+from workflow_scripts.config.cell_ids import repeat_id, repeat_of
+from workflow_scripts.config.matrix import build_cells, validate_config
 from workflow_scripts.config.resources import resources_by_cell
 from workflow_scripts.outputs import aggregate, spec_gain, tables, writers
 from workflow_scripts.outputs.repeats import collapse_repeats

@@ -6,6 +6,7 @@ its energy from the source its settings name (`energy`: opened for the server's 
 draw across the memory baseline, the counter at the bench's edges, metrics.json's `energy`),
 per-cell failure counters that make the next run retry a failed step (`failures`), a sweep's
 series sharing one server (`series`, `shared`), one run at a time in a results directory
-(`results_dir`) and SIGTERM forwarded to the running jobs (`interrupt`). The server's process,
+(`results_dir`), SIGTERM forwarded to the running jobs (`interrupt`), and the memory sampler
+built and started one way for every server (`sampling`). The server's process,
 ports and memory sampling are the process layer below (`process/`); the energy readers and
 figures are `energy/`."""

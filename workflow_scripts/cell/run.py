@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -56,9 +55,10 @@ from .attempts import (
     reruns_allowed,
 )
 from .context_guard import ContextGuardReport, guard_prompts, size_before_launch
-from .energy import Meter, energy_record, idle_across, meter_for
+from .energy import Meter, energy_record, meter_for
 from .failures import bump_failures
 from .record import host_info, weights_provenance, write_outputs
+from .sampling import memory_sampler, start_sampling
 from .specdecode import spec_result
 from .trace_fit import fit_trace_plan
 
@@ -322,30 +322,6 @@ def launch_facts(plan: LaunchPlan, engine_info: dict[str, Any]) -> CellMetrics:
         "server_env": plan.command.shown_env,
         "engine_version": engine_info.get("version"),
     }
-
-
-def memory_sampler(
-    cell: Cell, stop_server: Callable[[], object], meter: Meter | None = None
-) -> MemorySampler:
-    """The cell's memory sampler (the one way it is built: a cell's own server, a series'
-    server, a point on it), reading the meter's source beside memory; below the floor, it stops
-    the server."""
-    memory = cell.run.memory
-    return MemorySampler(
-        interval_s=float(memory.interval_s),  # recorded in metrics.json `mem` as a float
-        floor_kib=int(memory.floor_gib * KIB_PER_GIB),
-        on_floor=lambda sample: stop_server(),
-        energy=meter.probe if meter is not None else None,
-    )
-
-
-def start_sampling(sampler: MemorySampler, cell: Cell, meter: Meter) -> None:
-    """The baseline before launch, the idle draw read across it, then sampling until
-    teardown. The client's tree (this process) is sampled from the baseline on: its rise above
-    its own baseline is what the summary's memory figure does not charge to the server."""
-    sampler.watch_client(os.getpid())
-    idle_across(meter, lambda: sampler.take_baseline(cell.run.memory.baseline_samples), sampler)
-    sampler.start()
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,11 @@ from .run import (
     Ready,
     check_inputs,
     load_prompts,
-    memory_sampler,
     plan_launch,
     running_record,
     start_and_wait,
 )
+from .sampling import memory_sampler
 
 # How long a point waits for its series' server beyond the engine's own readiness timeout (the
 # server job takes the memory baseline first, and the context guard may size it).

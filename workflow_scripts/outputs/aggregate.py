@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.matrix import repeat_of
+from ..config.cell_ids import repeat_of
 from ..loadgen.request_table import request_tables
 from ..vocabulary import Cell
 from .energy.table import ENERGY_TITLE, energy_view, write_energy

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..config.matrix import repeat_of
+from ..config.cell_ids import repeat_of
 from ..fidelity.pairs import floor_of
 from ..process.machine_use import CLIENT_LIMITED, DISTURBED, FLAGGED_IN_RUN
 from ..vocabulary import Cell, Status
