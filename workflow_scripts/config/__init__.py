@@ -3,8 +3,8 @@ references (`matrix`), the checks a schema cannot state (`checks`: value shapes,
 addresses, weights formats; `secrets`: no key or token anywhere a config can put one), YAML
 loaded within a bound (`bounded_yaml`), derived and synthetic weights resolved to their sources
 (`derived`), the matrix expanded into cells with their resolved settings (`matrix`: choose ->
-resolve -> expand repeats; a cell's and its repeats' ids: `cell_ids`), a workload's sweep as one point per value (`sweeps`), a workload's
-latency goal and search read with the checks a schema cannot say (`search`) and a search's
+resolve -> expand repeats; a cell's and its repeats' ids: `cell_ids`), a workload's sweep as
+one point per value (`sweeps`), a workload's latency goal and search read with the checks a schema cannot say (`search`) and a search's
 probes as cells (`probes`), fidelity goals and floor runs checked against what the cells record
 and measure (`fidelity`), the Slurm and local resources each cell asks for (`resources`), a
 setting given matrix-wide, per engine and per cells entry (`layers`), the energy source each
